@@ -1,0 +1,109 @@
+/*
+ * platform.h - every OS call docpipe makes: files, mmap, threads, locks, fsync, clocks.
+ *
+ * A port to another OS (Windows) is one new file implementing this header; nothing else in the
+ * tree may include <pthread.h>, <sys/mman.h> or <fcntl.h>. Types are opaque fixed-size storage
+ * so this header needs no OS header; the implementation checks the sizes with static_assert.
+ *
+ * All functions return dp_status and fill the caller's dp_err with the path and the OS reason.
+ */
+#ifndef DP_PLATFORM_H
+#define DP_PLATFORM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+/* ---- Files ------------------------------------------------------------------------------ */
+
+typedef struct dp_file {
+    intptr_t handle; /* OS descriptor; -1 when closed */
+    char path[512];  /* for messages */
+} dp_file;
+
+enum {
+    DP_FILE_READ = 1,
+    DP_FILE_WRITE = 2,    /* open for writing */
+    DP_FILE_CREATE = 4,   /* create if missing */
+    DP_FILE_TRUNC = 8,    /* truncate to 0 */
+    DP_FILE_APPEND = 16,  /* writes go to the end */
+    DP_FILE_EXCL = 32,    /* fail with DP_EEXIST if it exists */
+};
+
+dp_status dp_file_open(dp_file *f, const char *path, int flags, dp_err *err);
+/* Closes f (no-op when already closed). A failed close is reported: it can mean lost data. */
+dp_status dp_file_close(dp_file *f, dp_err *err);
+/* Reads exactly n bytes at offset off; DP_EOF if the file ends first. */
+dp_status dp_file_pread(dp_file *f, void *buf, size_t n, uint64_t off, dp_err *err);
+/* Writes all n bytes (retrying short writes and EINTR). */
+dp_status dp_file_write(dp_file *f, const void *buf, size_t n, dp_err *err);
+dp_status dp_file_size(dp_file *f, uint64_t *size, dp_err *err);
+dp_status dp_file_truncate(dp_file *f, uint64_t size, dp_err *err);
+/* Flushes data (and the metadata needed to read it back) to stable storage. Never retry a
+ * failed sync: the kernel may have dropped the dirty pages (see docs/internals/durability.md). */
+dp_status dp_file_datasync(dp_file *f, dp_err *err);
+dp_status dp_file_sync(dp_file *f, dp_err *err);
+
+/* Makes a completed rename or create inside dir durable. */
+dp_status dp_dir_sync(const char *dir, dp_err *err);
+/* Atomic replace of to by from (same file system). */
+dp_status dp_rename(const char *from, const char *to, dp_err *err);
+dp_status dp_remove(const char *path, dp_err *err);
+/* Creates dir and missing parents (mode 0755). Existing directories are fine. */
+dp_status dp_mkdir_p(const char *path, dp_err *err);
+bool dp_path_exists(const char *path);
+/* Reads a whole file (up to max_bytes) into a new NUL-terminated buffer; free with free(). */
+dp_status dp_file_read_all(const char *path, size_t max_bytes, char **data, size_t *len, dp_err *err);
+
+/* ---- Memory maps ------------------------------------------------------------------------ */
+
+typedef struct dp_map {
+    const uint8_t *data; /* read-only view of the whole file; NULL for an empty file */
+    size_t size;         /* bytes */
+    intptr_t handle;     /* OS handle kept for the mapping's lifetime */
+} dp_map;
+
+/* Maps path read-only. */
+dp_status dp_map_open(dp_map *m, const char *path, dp_err *err);
+void dp_map_close(dp_map *m);
+
+/* ---- Threads and locks ------------------------------------------------------------------ */
+
+typedef struct dp_thread { _Alignas(8) unsigned char opaque[16]; } dp_thread;
+typedef struct dp_mutex { _Alignas(16) unsigned char opaque[64]; } dp_mutex;
+typedef struct dp_cond { _Alignas(16) unsigned char opaque[64]; } dp_cond;
+
+typedef void *(*dp_thread_fn)(void *arg);
+
+dp_status dp_thread_create(dp_thread *t, dp_thread_fn fn, void *arg, dp_err *err);
+void *dp_thread_join(dp_thread *t);
+
+void dp_mutex_init(dp_mutex *m);
+void dp_mutex_free(dp_mutex *m);
+void dp_mutex_lock(dp_mutex *m);
+void dp_mutex_unlock(dp_mutex *m);
+
+void dp_cond_init(dp_cond *c);
+void dp_cond_free(dp_cond *c);
+void dp_cond_wait(dp_cond *c, dp_mutex *m);
+void dp_cond_signal(dp_cond *c);
+void dp_cond_broadcast(dp_cond *c);
+
+/* Number of CPUs this process may run on (>= 1). */
+int dp_cpu_count(void);
+
+/* ---- Advisory file locks ---------------------------------------------------------------- */
+
+/* Takes an exclusive lock on path (created if missing) without blocking. DP_EBUSY when another
+ * process holds it. The OS drops the lock when the process dies, so a stale lock never blocks. */
+dp_status dp_lock_acquire(dp_file *f, const char *path, dp_err *err);
+void dp_lock_release(dp_file *f);
+
+/* ---- Time ------------------------------------------------------------------------------- */
+
+/* Monotonic nanoseconds, for durations only. */
+uint64_t dp_time_ns(void);
+
+#endif /* DP_PLATFORM_H */

@@ -1,0 +1,314 @@
+/*
+ * platform_posix.c - platform.h on POSIX systems (Linux, macOS, the BSDs).
+ *
+ * DESIGN: thin wrappers; every failure becomes a dp_status plus a message naming the path and
+ * strerror(). EINTR is retried where POSIX allows it; a failed fsync is never retried (after a
+ * failed writeback Linux may mark the pages clean, so a second fsync would lie). Opaque types
+ * from platform.h are checked against the real pthread sizes at compile time.
+ */
+#include "platform.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(pthread_t) <= sizeof(((dp_thread *)0)->opaque), "dp_thread too small");
+_Static_assert(sizeof(pthread_mutex_t) <= sizeof(((dp_mutex *)0)->opaque), "dp_mutex too small");
+_Static_assert(sizeof(pthread_cond_t) <= sizeof(((dp_cond *)0)->opaque), "dp_cond too small");
+
+static dp_status os_err(dp_err *err, const char *what, const char *path) {
+    int e = errno;
+    return dp_err_set(err, dp_status_from_errno(e), "%s %s: %s", what, path, strerror(e));
+}
+
+/* ---- Files ------------------------------------------------------------------------------ */
+
+dp_status dp_file_open(dp_file *f, const char *path, int flags, dp_err *err) {
+    int oflags = O_CLOEXEC;
+    if ((flags & DP_FILE_READ) && (flags & DP_FILE_WRITE)) oflags |= O_RDWR;
+    else if (flags & DP_FILE_WRITE) oflags |= O_WRONLY;
+    else oflags |= O_RDONLY;
+    if (flags & DP_FILE_CREATE) oflags |= O_CREAT;
+    if (flags & DP_FILE_TRUNC) oflags |= O_TRUNC;
+    if (flags & DP_FILE_APPEND) oflags |= O_APPEND;
+    if (flags & DP_FILE_EXCL) oflags |= O_EXCL;
+    f->handle = -1;
+    snprintf(f->path, sizeof(f->path), "%s", path);
+    int fd;
+    do {
+        fd = open(path, oflags, 0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return os_err(err, "cannot open", path);
+    f->handle = fd;
+    return DP_OK;
+}
+
+dp_status dp_file_close(dp_file *f, dp_err *err) {
+    if (!f || f->handle < 0) return DP_OK;
+    int fd = (int)f->handle;
+    f->handle = -1;
+    /* close() must not be retried on EINTR on Linux: the descriptor is already gone. */
+    if (close(fd) != 0 && errno != EINTR) return os_err(err, "cannot close", f->path);
+    return DP_OK;
+}
+
+dp_status dp_file_pread(dp_file *f, void *buf, size_t n, uint64_t off, dp_err *err) {
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t r = pread((int)f->handle, p, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return os_err(err, "cannot read", f->path);
+        }
+        if (r == 0) return dp_err_set(err, DP_EOF, "unexpected end of file in %s", f->path);
+        p += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return DP_OK;
+}
+
+dp_status dp_file_write(dp_file *f, const void *buf, size_t n, dp_err *err) {
+    const uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t w = write((int)f->handle, p, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return os_err(err, "cannot write", f->path);
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return DP_OK;
+}
+
+dp_status dp_file_size(dp_file *f, uint64_t *size, dp_err *err) {
+    struct stat st;
+    if (fstat((int)f->handle, &st) != 0) return os_err(err, "cannot stat", f->path);
+    *size = (uint64_t)st.st_size;
+    return DP_OK;
+}
+
+dp_status dp_file_truncate(dp_file *f, uint64_t size, dp_err *err) {
+    int r;
+    do {
+        r = ftruncate((int)f->handle, (off_t)size);
+    } while (r != 0 && errno == EINTR);
+    if (r != 0) return os_err(err, "cannot truncate", f->path);
+    return DP_OK;
+}
+
+dp_status dp_file_datasync(dp_file *f, dp_err *err) {
+#if defined(__APPLE__)
+    if (fcntl((int)f->handle, F_FULLFSYNC) != 0) return os_err(err, "cannot sync", f->path);
+#else
+    if (fdatasync((int)f->handle) != 0) return os_err(err, "cannot sync", f->path);
+#endif
+    return DP_OK;
+}
+
+dp_status dp_file_sync(dp_file *f, dp_err *err) {
+#if defined(__APPLE__)
+    if (fcntl((int)f->handle, F_FULLFSYNC) != 0) return os_err(err, "cannot sync", f->path);
+#else
+    if (fsync((int)f->handle) != 0) return os_err(err, "cannot sync", f->path);
+#endif
+    return DP_OK;
+}
+
+dp_status dp_dir_sync(const char *dir, dp_err *err) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return os_err(err, "cannot open directory", dir);
+    int r = fsync(fd);
+    int e = errno;
+    close(fd);
+    if (r != 0) {
+        errno = e;
+        return os_err(err, "cannot sync directory", dir);
+    }
+    return DP_OK;
+}
+
+dp_status dp_rename(const char *from, const char *to, dp_err *err) {
+    if (rename(from, to) != 0) {
+        int e = errno;
+        return dp_err_set(err, dp_status_from_errno(e), "cannot rename %s to %s: %s", from, to,
+                          strerror(e));
+    }
+    return DP_OK;
+}
+
+dp_status dp_remove(const char *path, dp_err *err) {
+    if (unlink(path) != 0) return os_err(err, "cannot remove", path);
+    return DP_OK;
+}
+
+dp_status dp_mkdir_p(const char *path, dp_err *err) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(buf)) return dp_err_set(err, DP_EINVAL, "bad directory path '%s'", path);
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return os_err(err, "cannot create directory", buf);
+            buf[i] = c;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) return os_err(err, "cannot stat", path);
+    if (!S_ISDIR(st.st_mode)) return dp_err_set(err, DP_EEXIST, "%s exists and is not a directory", path);
+    return DP_OK;
+}
+
+bool dp_path_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+dp_status dp_file_read_all(const char *path, size_t max_bytes, char **data, size_t *len, dp_err *err) {
+    dp_file f;
+    uint64_t size = 0;
+    *data = NULL;
+    *len = 0;
+    dp_status st = dp_file_open(&f, path, DP_FILE_READ, err);
+    if (st) return st;
+    st = dp_file_size(&f, &size, err);
+    if (st) goto done;
+    if (size > max_bytes) {
+        st = dp_err_set(err, DP_ERANGE, "%s is %llu bytes, more than the limit of %zu", path,
+                        (unsigned long long)size, max_bytes);
+        goto done;
+    }
+    char *buf = malloc((size_t)size + 1);
+    if (!buf) {
+        st = dp_err_set(err, DP_ENOMEM, "cannot allocate %llu bytes for %s", (unsigned long long)size, path);
+        goto done;
+    }
+    st = dp_file_pread(&f, buf, (size_t)size, 0, err);
+    if (st) {
+        free(buf);
+        goto done;
+    }
+    buf[size] = '\0';
+    *data = buf;
+    *len = (size_t)size;
+done:
+    dp_file_close(&f, NULL);
+    return st;
+}
+
+/* ---- Memory maps ------------------------------------------------------------------------ */
+
+dp_status dp_map_open(dp_map *m, const char *path, dp_err *err) {
+    memset(m, 0, sizeof(*m));
+    m->handle = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return os_err(err, "cannot open", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        dp_status s = os_err(err, "cannot stat", path);
+        close(fd);
+        return s;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return dp_err_set(err, DP_EINVAL, "%s is not a regular file", path);
+    }
+    m->size = (size_t)st.st_size;
+    if (m->size > 0) {
+        void *p = mmap(NULL, m->size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            dp_status s = os_err(err, "cannot map", path);
+            close(fd);
+            return s;
+        }
+        m->data = p;
+    }
+    m->handle = fd;
+    return DP_OK;
+}
+
+void dp_map_close(dp_map *m) {
+    if (!m) return;
+    if (m->data) munmap((void *)m->data, m->size);
+    if (m->handle >= 0) close((int)m->handle);
+    m->data = NULL;
+    m->size = 0;
+    m->handle = -1;
+}
+
+/* ---- Threads and locks ------------------------------------------------------------------ */
+
+dp_status dp_thread_create(dp_thread *t, dp_thread_fn fn, void *arg, dp_err *err) {
+    int r = pthread_create((pthread_t *)(void *)t->opaque, NULL, fn, arg);
+    if (r != 0) return dp_err_set(err, dp_status_from_errno(r), "cannot create thread: %s", strerror(r));
+    return DP_OK;
+}
+
+void *dp_thread_join(dp_thread *t) {
+    void *ret = NULL;
+    pthread_join(*(pthread_t *)(void *)t->opaque, &ret);
+    return ret;
+}
+
+void dp_mutex_init(dp_mutex *m) { DP_ASSERT(pthread_mutex_init((pthread_mutex_t *)(void *)m->opaque, NULL) == 0); }
+void dp_mutex_free(dp_mutex *m) { pthread_mutex_destroy((pthread_mutex_t *)(void *)m->opaque); }
+void dp_mutex_lock(dp_mutex *m) { DP_ASSERT(pthread_mutex_lock((pthread_mutex_t *)(void *)m->opaque) == 0); }
+void dp_mutex_unlock(dp_mutex *m) { DP_ASSERT(pthread_mutex_unlock((pthread_mutex_t *)(void *)m->opaque) == 0); }
+
+void dp_cond_init(dp_cond *c) { DP_ASSERT(pthread_cond_init((pthread_cond_t *)(void *)c->opaque, NULL) == 0); }
+void dp_cond_free(dp_cond *c) { pthread_cond_destroy((pthread_cond_t *)(void *)c->opaque); }
+void dp_cond_wait(dp_cond *c, dp_mutex *m) {
+    DP_ASSERT(pthread_cond_wait((pthread_cond_t *)(void *)c->opaque, (pthread_mutex_t *)(void *)m->opaque) == 0);
+}
+void dp_cond_signal(dp_cond *c) { pthread_cond_signal((pthread_cond_t *)(void *)c->opaque); }
+void dp_cond_broadcast(dp_cond *c) { pthread_cond_broadcast((pthread_cond_t *)(void *)c->opaque); }
+
+int dp_cpu_count(void) {
+#if defined(__linux__) && defined(CPU_COUNT)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+dp_status dp_lock_acquire(dp_file *f, const char *path, dp_err *err) {
+    dp_status st = dp_file_open(f, path, DP_FILE_READ | DP_FILE_WRITE | DP_FILE_CREATE, err);
+    if (st) return st;
+    if (flock((int)f->handle, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        dp_file_close(f, NULL);
+        if (e == EWOULDBLOCK) return dp_err_set(err, DP_EBUSY, "%s is locked by another process", path);
+        errno = e;
+        return os_err(err, "cannot lock", path);
+    }
+    return DP_OK;
+}
+
+void dp_lock_release(dp_file *f) {
+    if (!f || f->handle < 0) return;
+    flock((int)f->handle, LOCK_UN);
+    dp_file_close(f, NULL);
+}
+
+uint64_t dp_time_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}

@@ -1,0 +1,17 @@
+/*
+ * cli.h - the docpipe subcommands. Each takes the arguments after its name (argv[0] is the
+ * subcommand) and returns a process exit code from exit_codes.h.
+ */
+#ifndef PL_CLI_H
+#define PL_CLI_H
+
+int pl_cmd_inspect(int argc, char **argv);
+int pl_cmd_quantize(int argc, char **argv);
+int pl_cmd_make_test_model(int argc, char **argv);
+
+/* Parses a positive integer option value; prints a usage error and returns false if bad. */
+#include <stdbool.h>
+#include <stdint.h>
+bool pl_parse_u32(const char *opt, const char *val, uint32_t lo, uint32_t hi, uint32_t *out);
+
+#endif /* PL_CLI_H */

@@ -1,0 +1,115 @@
+/*
+ * cmd_make_test_model.c - `docpipe make-test-model --arch ARCH --out FILE [options]`.
+ *
+ * Writes a deterministic random-weight model with the real file layout (engine/test_model.c).
+ * Such a model produces meaningless text; it exists so tests, examples and benchmarks need no
+ * download. --shape gives the real sizes (qwen3-4b, qwen35-4b, qwen2.5-3b).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "engine.h"
+#include "exit_codes.h"
+#include "platform.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: docpipe make-test-model (--arch qwen2|qwen3|qwen35 | --shape qwen3-4b|qwen35-4b|qwen2.5-3b)\n"
+            "                               --out FILE [--layers N] [--hidden N] [--heads N] [--kv-heads N]\n"
+            "                               [--head-dim N] [--ffn N] [--vocab N] [--vocab-from MODEL.gguf]\n"
+            "                               [--ssm-k-heads N] [--ssm-v-heads N] [--ssm-dim N]\n"
+            "                               [--type f32|f16|bf16] [--seed N] [-t N]\n");
+}
+
+int pl_cmd_make_test_model(int argc, char **argv) {
+    eng_test_model_params p;
+    const char *arch = NULL, *shape = NULL, *out = NULL;
+    /* first pass: the arch or shape sets the defaults the other options override */
+    for (int i = 1; i + 1 < argc; i++) {
+        if (!strcmp(argv[i], "--arch")) arch = argv[i + 1];
+        else if (!strcmp(argv[i], "--shape")) shape = argv[i + 1];
+    }
+    if (shape) {
+        if (eng_test_model_shape(&p, shape)) {
+            fprintf(stderr, "docpipe make-test-model: unknown --shape '%s' (qwen3-4b, qwen35-4b, qwen2.5-3b)\n", shape);
+            return PL_EXIT_USAGE;
+        }
+        if (arch && strcmp(arch, eng_arch_name(p.arch))) {
+            fprintf(stderr, "docpipe make-test-model: --arch %s contradicts --shape %s\n", arch, shape);
+            return PL_EXIT_USAGE;
+        }
+    } else if (arch) {
+        eng_arch a = !strcmp(arch, "qwen2") ? ENG_ARCH_QWEN2 : !strcmp(arch, "qwen3") ? ENG_ARCH_QWEN3
+                   : !strcmp(arch, "qwen35") ? ENG_ARCH_QWEN35 : ENG_ARCH_UNKNOWN;
+        if (a == ENG_ARCH_UNKNOWN) {
+            fprintf(stderr, "docpipe make-test-model: unknown --arch '%s' (qwen2, qwen3, qwen35)\n", arch);
+            return PL_EXIT_USAGE;
+        }
+        eng_test_model_defaults(&p, a);
+    } else {
+        usage(stderr);
+        return PL_EXIT_USAGE;
+    }
+    uint32_t threads = (uint32_t)dp_cpu_count(), seed = 42;
+    p.seed = seed;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint32_t *dst = NULL;
+        uint32_t lo = 1, hi = 1u << 24;
+        if (!strcmp(o, "--arch") || !strcmp(o, "--shape")) { i++; continue; }
+        else if (!strcmp(o, "--out") || !strcmp(o, "-o")) { if (!v) goto missing; out = v; i++; continue; }
+        else if (!strcmp(o, "--vocab-from")) { if (!v) goto missing; p.vocab_from = v; i++; continue; }
+        else if (!strcmp(o, "--type")) {
+            if (!v) goto missing;
+            int t = eng_type_from_name(v);
+            if (t != ENG_TYPE_F32 && t != ENG_TYPE_F16 && t != ENG_TYPE_BF16) {
+                fprintf(stderr, "docpipe make-test-model: --type must be f32, f16 or bf16\n");
+                return PL_EXIT_USAGE;
+            }
+            p.weight_type = t;
+            i++;
+            continue;
+        }
+        else if (!strcmp(o, "--layers")) dst = &p.n_layer, hi = ENG_MAX_LAYERS;
+        else if (!strcmp(o, "--hidden")) dst = &p.n_embd;
+        else if (!strcmp(o, "--heads")) dst = &p.n_head, hi = 4096;
+        else if (!strcmp(o, "--kv-heads")) dst = &p.n_head_kv, hi = 4096;
+        else if (!strcmp(o, "--head-dim")) dst = &p.head_dim, hi = 4096;
+        else if (!strcmp(o, "--ffn")) dst = &p.n_ff;
+        else if (!strcmp(o, "--vocab")) dst = &p.n_vocab;
+        else if (!strcmp(o, "--ssm-k-heads")) dst = &p.ssm_n_group, hi = 4096;
+        else if (!strcmp(o, "--ssm-v-heads")) dst = &p.ssm_dt_rank, hi = 4096;
+        else if (!strcmp(o, "--ssm-dim")) dst = &p.ssm_d_state, hi = 4096;
+        else if (!strcmp(o, "--seed")) dst = &seed, lo = 0, hi = UINT32_MAX;
+        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) dst = &threads, hi = 256;
+        else {
+            fprintf(stderr, "docpipe make-test-model: unknown option '%s'\n", o);
+            usage(stderr);
+            return PL_EXIT_USAGE;
+        }
+        if (!pl_parse_u32(o, v, lo, hi, dst)) return PL_EXIT_USAGE;
+        i++;
+    }
+    p.seed = seed;
+    if (!out) {
+        fprintf(stderr, "docpipe make-test-model: --out FILE is required\n");
+        return PL_EXIT_USAGE;
+    }
+    dp_err err = {0};
+    uint64_t t0 = dp_time_ns();
+    dp_status st = eng_test_model_write(&p, out, (int)threads, &err);
+    if (st) {
+        fprintf(stderr, "docpipe make-test-model: %s\n", dp_err_msg(&err));
+        if (st == DP_EINVAL) return PL_EXIT_USAGE;
+        if (p.vocab_from && (st == DP_EFORMAT || st == DP_ENOENT || st == DP_EUNSUPPORTED)) return PL_EXIT_CONFIG;
+        return st == DP_ENOSPC || st == DP_EIO ? PL_EXIT_IOERR : PL_EXIT_CANTCREAT;
+    }
+    fprintf(stderr, "make-test-model: wrote %s (%s, random weights) in %.1f s\n", out, eng_arch_name(p.arch),
+            (double)(dp_time_ns() - t0) / 1e9);
+    return PL_EXIT_OK;
+missing:
+    fprintf(stderr, "docpipe make-test-model: %s needs a value\n", argv[argc - 1]);
+    return PL_EXIT_USAGE;
+}

@@ -1,0 +1,97 @@
+/*
+ * main.c - the docpipe command line: dispatches to the subcommands in cmd_*.c.
+ *
+ * DESIGN: only this layer exits; subcommands return exit codes (exit_codes.h). stdout carries
+ * data (JSON, tables, generated text); logs and progress go to stderr.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "exit_codes.h"
+#include "log.h"
+
+#define DP_VERSION "0.1.0"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: docpipe COMMAND [ARGS]\n"
+            "\n"
+            "commands available in this build:\n"
+            "  inspect MODEL.gguf [-c N] [--seqs N] [--json]   metadata, tensors, memory needed\n"
+            "  quantize IN.gguf OUT.gguf TYPE [-t N]           q8_0 q4_0 q4_k_m q5_k_m q6_k\n"
+            "  make-test-model --arch ARCH --out FILE [...]     random-weight model in the real layout\n"
+            "  version                                         print the version\n"
+            "\n"
+            "global options (before the command): -v (info logs), -vv (debug logs), -q (errors only)\n"
+            "see docs/cli.md for every option\n");
+}
+
+bool pl_parse_u32(const char *opt, const char *val, uint32_t lo, uint32_t hi, uint32_t *out) {
+    if (!val) {
+        fprintf(stderr, "docpipe: %s needs a value\n", opt);
+        return false;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(val, &end, 10);
+    if (errno || end == val || *end || val[0] == '-' || v < lo || v > hi) {
+        fprintf(stderr, "docpipe: %s: '%s' is not an integer in [%u, %u]\n", opt, val, lo, hi);
+        return false;
+    }
+    *out = (uint32_t)v;
+    return true;
+}
+
+int main(int argc, char **argv) {
+    int i = 1;
+    dp_log_set_level(DP_LOG_LEVEL_WARN);
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (!strcmp(argv[i], "-v")) dp_log_set_level(DP_LOG_LEVEL_INFO);
+        else if (!strcmp(argv[i], "-vv")) dp_log_set_level(DP_LOG_LEVEL_DEBUG);
+        else if (!strcmp(argv[i], "-q")) dp_log_set_level(DP_LOG_LEVEL_ERROR);
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return PL_EXIT_OK;
+        } else if (!strcmp(argv[i], "--version")) {
+            printf("docpipe %s\n", DP_VERSION);
+            return PL_EXIT_OK;
+        } else {
+            fprintf(stderr, "docpipe: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return PL_EXIT_USAGE;
+        }
+    }
+    if (i >= argc) {
+        usage(stderr);
+        return PL_EXIT_USAGE;
+    }
+    const char *cmd = argv[i];
+    int sub_argc = argc - i;
+    char **sub_argv = argv + i;
+    if (!strcmp(cmd, "inspect")) return pl_cmd_inspect(sub_argc, sub_argv);
+    if (!strcmp(cmd, "quantize")) return pl_cmd_quantize(sub_argc, sub_argv);
+    if (!strcmp(cmd, "make-test-model")) return pl_cmd_make_test_model(sub_argc, sub_argv);
+    if (!strcmp(cmd, "version")) {
+        printf("docpipe %s\n", DP_VERSION);
+        return PL_EXIT_OK;
+    }
+    if (!strcmp(cmd, "help")) {
+        usage(stdout);
+        return PL_EXIT_OK;
+    }
+    static const char *const later[] = {"run", "plan", "validate", "status", "merge", "tokenize",
+                                        "generate", "eval", "bench", "batch"};
+    for (size_t k = 0; k < sizeof(later) / sizeof(later[0]); k++) {
+        if (!strcmp(cmd, later[k])) {
+            fprintf(stderr, "docpipe: '%s' is not implemented in this build yet (see README.md, \"What works today\")\n",
+                    cmd);
+            return PL_EXIT_USAGE;
+        }
+    }
+    fprintf(stderr, "docpipe: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return PL_EXIT_USAGE;
+}
