@@ -1,0 +1,125 @@
+/*
+ * test_cli.c - the docpipe binary end to end: inspect (text and JSON) on every fixture model,
+ * exit codes for broken files and bad usage, and make-test-model -> quantize -> inspect.
+ */
+#include "testutil.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void test_inspect_json_on_every_fixture_model(void **state) {
+    (void)state;
+    TU_NEED_FIXTURES();
+    const char *models[] = {"qwen2-tiny-f16", "qwen3-tiny-f16", "qwen35-tiny-f16", "qwen35-tiny-q8_0",
+                            "qwen35-k256-q4_k_m", "qwen35-k256-q5_k_m"};
+    for (size_t i = 0; i < 6; i++) {
+        char rel[128];
+        snprintf(rel, sizeof(rel), "models/%s.gguf", models[i]);
+        char *out;
+        int rc = tu_run(&out, "inspect '%s' --json -c 4096 --seqs 2", tu_fixture(rel));
+        if (rc != 0) fail_msg("%s: exit %d: %s", models[i], rc, tu_last_stderr());
+        json_error_t je;
+        json_t *o = json_loads(out, 0, &je);
+        if (!o) fail_msg("%s: stdout is not one JSON object: %s", models[i], je.text);
+        assert_string_equal(json_string_value(json_object_get(o, "architecture")),
+                            i == 0 ? "qwen2" : i == 1 ? "qwen3" : "qwen35");
+        json_t *ts = json_object_get(o, "tensors");
+        assert_int_equal(json_array_size(ts), (size_t)json_integer_value(json_object_get(o, "n_tensors")));
+        json_int_t sum = 0;
+        size_t k;
+        json_t *t;
+        json_array_foreach(ts, k, t) {
+            assert_non_null(json_string_value(json_object_get(t, "name")));
+            assert_non_null(json_string_value(json_object_get(t, "type")));
+            assert_true(json_array_size(json_object_get(t, "shape")) >= 1);
+            sum += json_integer_value(json_object_get(t, "bytes"));
+        }
+        assert_int_equal(sum, json_integer_value(json_object_get(o, "weight_bytes")));
+        json_t *md = json_object_get(o, "metadata");
+        json_t *toks = json_object_get(md, "tokenizer.ggml.tokens");
+        assert_int_equal(json_integer_value(json_object_get(toks, "length")), 151936); /* summarized */
+        assert_string_equal(json_string_value(json_object_get(toks, "array_of")), "STRING");
+        if (i >= 2) {
+            json_t *sec = json_object_get(md, "qwen35.rope.dimension_sections"); /* <= 16: listed */
+            assert_int_equal(json_array_size(sec), 4);
+            json_t *mem = json_object_get(o, "memory");
+            assert_true(json_integer_value(json_object_get(mem, "recurrent_state")) > 0);
+            assert_int_equal(json_integer_value(json_object_get(mem, "n_ctx")), 4096);
+        }
+        json_decref(o);
+        free(out);
+    }
+}
+
+static void test_inspect_text_shows_tables_and_memory(void **state) {
+    (void)state;
+    TU_NEED_FIXTURES();
+    char *out;
+    assert_int_equal(tu_run(&out, "inspect '%s'", tu_fixture("models/qwen35-k256-q4_k_m.gguf")), 0);
+    const char *want[] = {"architecture  qwen35", "6 Gated DeltaNet + 2 attention", "file type     Q4_K_M",
+                          "blk.0.attn_qkv.weight", "type histogram", "Q6_K", "recurrent state", "KV cache (F16)",
+                          "pre-tokenizer qwen35"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        if (!strstr(out, want[i])) fail_msg("inspect output lacks '%s'", want[i]);
+    free(out);
+}
+
+static void test_inspect_broken_or_missing_file_exits_78_with_reason(void **state) {
+    (void)state;
+    tu_write_file(tu_tmp("broken.gguf"), "GGUF\x03\0\0\0\xff\xff\xff\xff\xff\xff\xff\xff\0\0\0\0\0\0\0\0", 24);
+    assert_int_equal(tu_run(NULL, "inspect '%s'", tu_tmp("broken.gguf")), 78);
+    assert_non_null(strstr(tu_last_stderr(), "broken.gguf: offset 0x8"));
+    assert_int_equal(tu_run(NULL, "inspect '%s'", tu_tmp("nope.gguf")), 78);
+    assert_non_null(strstr(tu_last_stderr(), "nope.gguf"));
+    assert_int_equal(tu_run(NULL, "inspect"), 64);
+    assert_int_equal(tu_run(NULL, "inspect x.gguf --bogus"), 64);
+    assert_int_equal(tu_run(NULL, "inspect x.gguf -c 0"), 64);
+    assert_int_equal(tu_run(NULL, "frobnicate"), 64);
+    assert_int_equal(tu_run(NULL, ""), 64);
+    char *out;
+    assert_int_equal(tu_run(&out, "--help"), 0);
+    assert_non_null(strstr(out, "inspect"));
+    free(out);
+}
+
+static void test_make_test_model_quantize_inspect_chain(void **state) {
+    (void)state;
+    const char *f16 = tu_tmp("chain-f16.gguf"), *q = tu_tmp("chain-q4km.gguf");
+    assert_int_equal(tu_run(NULL, "make-test-model --arch qwen35 --hidden 256 --ffn 512 --layers 4 --head-dim 64 "
+                                  "--ssm-dim 64 --seed 9 --out '%s'", f16), 0);
+    assert_int_equal(tu_run(NULL, "quantize '%s' '%s' q4_k_m -t 2", f16, q), 0);
+    assert_non_null(strstr(tu_last_stderr(), "quantize: [")); /* progress lines */
+    char *out;
+    assert_int_equal(tu_run(&out, "inspect '%s' --json", q), 0);
+    json_error_t je;
+    json_t *o = json_loads(out, 0, &je);
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_object_get(o, "file_type")), "Q4_K_M");
+    json_t *h = json_object_get(o, "type_histogram");
+    assert_non_null(json_object_get(h, "Q4_K"));
+    assert_non_null(json_object_get(h, "Q6_K"));
+    assert_non_null(json_object_get(h, "F32"));
+    assert_null(json_object_get(h, "F16"));
+    json_decref(o);
+    free(out);
+    /* usage errors */
+    assert_int_equal(tu_run(NULL, "quantize '%s' '%s' q3_k_xl", f16, q), 64);
+    assert_int_equal(tu_run(NULL, "quantize '%s' '%s' q8_0", f16, f16), 64);
+    assert_int_equal(tu_run(NULL, "quantize '%s' '%s' q8_0", tu_tmp("missing.gguf"), q), 78);
+    assert_int_equal(tu_run(NULL, "make-test-model --arch gpt9 --out x"), 64);
+    assert_int_equal(tu_run(NULL, "make-test-model --arch qwen3"), 64);
+    assert_int_equal(tu_run(NULL, "make-test-model --arch qwen3 --heads 3 --kv-heads 2 --out '%s'",
+                            tu_tmp("x.gguf")), 64);
+    assert_int_equal(tu_run(NULL, "make-test-model --shape qwen3-4b --arch qwen2 --out x"), 64);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_inspect_json_on_every_fixture_model),
+        cmocka_unit_test(test_inspect_text_shows_tables_and_memory),
+        cmocka_unit_test(test_inspect_broken_or_missing_file_exits_78_with_reason),
+        cmocka_unit_test(test_make_test_model_quantize_inspect_chain),
+    };
+    return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
+}
