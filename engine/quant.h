@@ -21,6 +21,7 @@
 #ifndef ENG_QUANT_H
 #define ENG_QUANT_H
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,18 +73,18 @@ typedef struct { eng_f16 d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs
 typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; eng_f16 d; } eng_block_q6_k;
 typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } eng_block_q8_k;
 
-_Static_assert(sizeof(eng_block_q4_0) == 18, "Q4_0 block");
-_Static_assert(sizeof(eng_block_q4_1) == 20, "Q4_1 block");
-_Static_assert(sizeof(eng_block_q5_0) == 22, "Q5_0 block");
-_Static_assert(sizeof(eng_block_q5_1) == 24, "Q5_1 block");
-_Static_assert(sizeof(eng_block_q8_0) == 34, "Q8_0 block");
-_Static_assert(sizeof(eng_block_q8_1) == 36, "Q8_1 block");
-_Static_assert(sizeof(eng_block_q2_k) == 84, "Q2_K block");
-_Static_assert(sizeof(eng_block_q3_k) == 110, "Q3_K block");
-_Static_assert(sizeof(eng_block_q4_k) == 144, "Q4_K block");
-_Static_assert(sizeof(eng_block_q5_k) == 176, "Q5_K block");
-_Static_assert(sizeof(eng_block_q6_k) == 210, "Q6_K block");
-_Static_assert(sizeof(eng_block_q8_k) == 292, "Q8_K block");
+static_assert(sizeof(eng_block_q4_0) == 18, "Q4_0 block");
+static_assert(sizeof(eng_block_q4_1) == 20, "Q4_1 block");
+static_assert(sizeof(eng_block_q5_0) == 22, "Q5_0 block");
+static_assert(sizeof(eng_block_q5_1) == 24, "Q5_1 block");
+static_assert(sizeof(eng_block_q8_0) == 34, "Q8_0 block");
+static_assert(sizeof(eng_block_q8_1) == 36, "Q8_1 block");
+static_assert(sizeof(eng_block_q2_k) == 84, "Q2_K block");
+static_assert(sizeof(eng_block_q3_k) == 110, "Q3_K block");
+static_assert(sizeof(eng_block_q4_k) == 144, "Q4_K block");
+static_assert(sizeof(eng_block_q5_k) == 176, "Q5_K block");
+static_assert(sizeof(eng_block_q6_k) == 210, "Q6_K block");
+static_assert(sizeof(eng_block_q8_k) == 292, "Q8_K block");
 
 /* Row conversions: n must be a multiple of the block size. */
 typedef void (*eng_to_float_fn)(const void *src, float *dst, int64_t n);

@@ -14,6 +14,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* X(NAME, value, message). Only # and ## are applied to NAME, so names that are also libc
  * macros (EOF, ENOMEM) are never expanded. */
 #define DP_STATUS_MAP(X)                                                \
@@ -55,6 +59,12 @@ typedef struct dp_err {
     char msg[DP_ERR_MSG_MAX];
 } dp_err;
 
+#if defined(__cplusplus)
+#define DP_NORETURN [[noreturn]]
+#else
+#define DP_NORETURN _Noreturn
+#endif
+
 #if defined(__GNUC__)
 #define DP_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
 #else
@@ -76,6 +86,10 @@ const char *dp_err_msg(const dp_err *err);
     do {                                                                         \
         if (!(cond)) dp_assert_fail(__FILE__, __LINE__, __func__, #cond);        \
     } while (0)
-_Noreturn void dp_assert_fail(const char *file, int line, const char *func, const char *expr);
+DP_NORETURN void dp_assert_fail(const char *file, int line, const char *func, const char *expr);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* DP_STATUS_H */

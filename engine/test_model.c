@@ -147,6 +147,24 @@ static int64_t vocab_find(const vocab *v, const char *s) {
     return -1;
 }
 
+static void hash_put(vocab *v, int64_t id) {
+    uint64_t i = hstr(v->tok[id]) & (uint64_t)(v->hash_cap - 1);
+    while (v->hash[i] >= 0) i = (i + 1) & (uint64_t)(v->hash_cap - 1);
+    v->hash[i] = id;
+}
+
+/* Keeps the load factor at most 1/2 so probing always ends. */
+static dp_status vocab_rehash(vocab *v, int64_t cap) {
+    int64_t *h = malloc((size_t)cap * sizeof(*h));
+    if (!h) return DP_ENOMEM;
+    free(v->hash);
+    v->hash = h;
+    v->hash_cap = cap;
+    for (int64_t i = 0; i < cap; i++) h[i] = -1;
+    for (int64_t id = 0; id < v->n; id++) hash_put(v, id);
+    return DP_OK;
+}
+
 static dp_status vocab_add(vocab *v, const char *s, int32_t type) {
     if (v->n == v->cap) {
         int64_t cap = v->cap ? v->cap * 2 : 1024;
@@ -161,12 +179,9 @@ static dp_status vocab_add(vocab *v, const char *s, int32_t type) {
     v->tok[v->n] = strdup(s);
     if (!v->tok[v->n]) return DP_ENOMEM;
     v->type[v->n] = type;
-    if (v->hash) {
-        uint64_t i = hstr(s) & (uint64_t)(v->hash_cap - 1);
-        while (v->hash[i] >= 0) i = (i + 1) & (uint64_t)(v->hash_cap - 1);
-        v->hash[i] = v->n;
-    }
     v->n++;
+    if (2 * v->n > v->hash_cap) return vocab_rehash(v, v->hash_cap * 2);
+    hash_put(v, v->n - 1);
     return DP_OK;
 }
 
@@ -226,11 +241,7 @@ static const char *const k_specials[] = {
 
 static dp_status vocab_build(vocab *v, eng_arch arch, uint32_t n_vocab_min) {
     memset(v, 0, sizeof(*v));
-    v->hash_cap = 1 << 14;
-    v->hash = malloc((size_t)v->hash_cap * sizeof(int64_t));
-    if (!v->hash) return DP_ENOMEM;
-    for (int64_t i = 0; i < v->hash_cap; i++) v->hash[i] = -1;
-    dp_status st = DP_OK;
+    dp_status st = vocab_rehash(v, 1 << 12);
     for (int b = 0; b < 256 && !st; b++) {
         char s[3];
         size_t l = enc_byte(b, s);

@@ -197,6 +197,28 @@ static void test_test_model_shapes_have_real_sizes(void **state) {
     eng_gguf_close(g);
 }
 
+static void test_test_model_pads_a_large_vocabulary(void **state) {
+    (void)state; /* regression: padding to a real vocabulary size once overfilled a hash table */
+    eng_test_model_params p;
+    eng_test_model_defaults(&p, ENG_ARCH_QWEN35);
+    p.n_vocab = 248320;
+    p.n_embd = 32;
+    p.n_layer = 4;
+    dp_err err = {0};
+    assert_int_equal(eng_test_model_write(&p, tu_tmp("bigvocab.gguf"), 2, &err), DP_OK);
+    eng_gguf *g;
+    assert_int_equal(eng_gguf_open(tu_tmp("bigvocab.gguf"), &g, &err), DP_OK);
+    eng_model_info m;
+    assert_int_equal(eng_model_info_load(g, &m, &err), DP_OK);
+    assert_int_equal(m.n_tokens, 248320);
+    assert_int_equal(m.n_vocab, 248320);
+    const eng_gguf_kv *toks;
+    assert_int_equal(eng_gguf_get_arr(g, "tokenizer.ggml.tokens", ENG_GGUF_TYPE_STRING, &toks, &err), DP_OK);
+    assert_true(eng_gguf_str_eq(toks->strs[248319], "[PAD248319]"));
+    assert_true(eng_gguf_str_eq(toks->strs[m.eos_id], "<|im_end|>"));
+    eng_gguf_close(g);
+}
+
 static void test_test_model_vocab_from_copies_the_tokenizer(void **state) {
     (void)state;
     TU_NEED_FIXTURES();
@@ -325,6 +347,7 @@ int main(void) {
         cmocka_unit_test(test_test_model_is_deterministic_across_thread_counts),
         cmocka_unit_test(test_test_model_layout_matches_real_files),
         cmocka_unit_test(test_test_model_shapes_have_real_sizes),
+        cmocka_unit_test(test_test_model_pads_a_large_vocabulary),
         cmocka_unit_test(test_test_model_vocab_from_copies_the_tokenizer),
         cmocka_unit_test(test_quantize_mix_matches_llama_quantize),
         cmocka_unit_test(test_quantize_writes_loadable_files_of_each_type),
