@@ -24,5 +24,6 @@
 #include "quantize.h"
 #include "status.h"
 #include "test_model.h"
+#include "tokenizer.h"
 
 #endif /* ENG_ENGINE_H */
