@@ -1,18 +1,21 @@
 /*
  * engine.h - the public face of the docpipe engine: the only engine header pipeline/ includes.
  *
- * Today it offers the model-file layer: open and validate a GGUF file, read its
- * hyper-parameters and memory needs, quantize it, and generate random-weight test models.
- * The inference API (contexts, sequences, sampling) joins it with the CPU engine.
+ * Run a prompt and read the next token's logits (the llama_decode model: submit tokens with
+ * positions and sequence ids, step, read logits; see examples/generate.c for a full loop):
  *
- *   eng_gguf *g; eng_model_info info; eng_mem_estimate mem; dp_err err = {0};
- *   if (eng_gguf_open("model.gguf", &g, &err)) { fprintf(stderr, "%s\n", err.msg); return 1; }
- *   if (eng_model_info_load(g, &info, &err) == DP_OK) {
- *       eng_model_mem_estimate(&info, 8192, 1, 512, &mem);
- *       printf("%s: %u layers, %.2f GiB at 8K context\n", info.arch_name, info.n_layer,
- *              mem.total / 1073741824.0);
- *   }
- *   eng_gguf_close(g);
+ *   eng_model *m;  eng_context *c;  dp_err err = {0};
+ *   eng_model_load("model.gguf", &m, &err);
+ *   eng_context_params cp = eng_context_default_params();   // 4096 ctx, 1 seq, all CPUs
+ *   eng_context_new(m, &cp, &c, &err);
+ *   eng_tokens ids = {0};
+ *   eng_tokenize(eng_model_get_tokenizer(m), NULL, "Hello", 5, true, true, &ids, &err);
+ *   eng_decode_sequence(c, 0, ids.ids, (int32_t)ids.n, 0, &err);  // seq 0 from position 0
+ *   const float *logits = eng_get_logits(c, 0);                // [n_vocab]
+ *   ... eng_context_free(c); eng_model_free(m);
+ *
+ * It also offers the model-file layer: GGUF reading and writing, hyper-parameters and memory
+ * estimates, quantization, and random-weight test models.
  */
 #ifndef ENG_ENGINE_H
 #define ENG_ENGINE_H
@@ -25,5 +28,65 @@
 #include "status.h"
 #include "test_model.h"
 #include "tokenizer.h"
+#include "chat.h"
+#include "sampler.h"
+
+/* ---- Inference ---------------------------------------------------------------------------- */
+
+typedef struct eng_model eng_model;
+typedef struct eng_context eng_context;
+
+/* Loads and validates a model (weights stay mapped). A missing tensor, a wrong shape, an
+ * unsupported architecture or type is refused naming it. Free with eng_model_free(). */
+dp_status eng_model_load(const char *path, eng_model **out, dp_err *err);
+void eng_model_free(eng_model *m);
+const eng_model_info *eng_model_get_info(const eng_model *m);        /* borrowed */
+const eng_tokenizer *eng_model_get_tokenizer(const eng_model *m);    /* borrowed */
+eng_chat_kind eng_model_chat_kind(const eng_model *m);
+
+typedef enum eng_device {
+    ENG_DEVICE_CPU = 0,
+    ENG_DEVICE_CUDA = 1,
+    ENG_DEVICE_AUTO = 2, /* CUDA when a GPU is present, else CPU */
+} eng_device;
+
+typedef struct eng_context_params {
+    uint32_t n_ctx;      /* tokens per sequence */
+    uint32_t n_seq_max;  /* sequences decoded at once */
+    uint32_t n_ubatch;   /* tokens per forward step (longer batches are split) */
+    int n_threads;       /* CPU threads (0 = all) */
+    eng_device device;
+    bool exact;          /* scalar reference path: weights dequantized, all math in f32 */
+    int kv_type;         /* ENG_TYPE_F16 (default) or ENG_TYPE_F32 */
+} eng_context_params;
+
+eng_context_params eng_context_default_params(void);
+/* Allocates the KV cache, recurrent state and buffers. Free with eng_context_free(). */
+dp_status eng_context_new(eng_model *m, const eng_context_params *p, eng_context **out, dp_err *err);
+void eng_context_free(eng_context *c);
+const char *eng_context_backend_name(const eng_context *c); /* "cpu (avx2)" */
+
+/* Tokens to evaluate: token i goes to sequence seq[i] at position pos[i]; tokens of one
+ * sequence must come in position order, continuing that sequence. logits[i] != 0 asks for
+ * the logits after token i. */
+typedef struct eng_batch {
+    int32_t n;
+    const int32_t *token;
+    const int32_t *pos;
+    const int32_t *seq;
+    const int8_t *logits; /* (optional) NULL = only the last token */
+} eng_batch;
+
+/* Evaluates n tokens of one sequence from position pos0; logits for the last token only. */
+dp_status eng_decode_sequence(eng_context *c, int32_t seq, const int32_t *tokens, int32_t n, int32_t pos0,
+                              dp_err *err);
+/* Runs the batch; afterwards eng_get_logits(c, j) is the j-th requested logits row. */
+dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err);
+const float *eng_get_logits(const eng_context *c, int32_t j); /* [n_vocab] or NULL */
+int32_t eng_n_logits(const eng_context *c);
+/* Forgets a sequence (KV and recurrent state) so its slot can start again at position 0. */
+void eng_seq_clear(eng_context *c, int32_t seq);
+/* Number of positions a sequence holds. */
+int32_t eng_seq_len(const eng_context *c, int32_t seq);
 
 #endif /* ENG_ENGINE_H */

@@ -160,6 +160,12 @@ dp_status eng_model_info_load(const eng_gguf *g, eng_model_info *m, dp_err *err)
     if ((st = get_f32_key(g, a, "rope.freq_base", &m->rope_base, 10000.0f, err))) return st;
     if ((st = get_f32_key(g, a, "attention.layer_norm_rms_epsilon", &m->rms_eps, 1e-6f, err))) return st;
 
+    char sk[160];
+    snprintf(sk, sizeof(sk), "%s.rope.scaling.type", a);
+    copy_str(g, sk, m->rope_scaling, sizeof(m->rope_scaling));
+    if (!strcmp(m->rope_scaling, "none")) m->rope_scaling[0] = '\0';
+    m->rope_scaling_yarn = m->rope_scaling[0] != '\0';
+
     /* Recurrent layout (qwen35); every other arch is all attention. */
     m->n_attn_layers = m->n_layer;
     if (m->arch == ENG_ARCH_QWEN35) {

@@ -38,6 +38,8 @@ typedef struct eng_model_info {
     uint32_t n_rot;
     uint32_t n_ctx_train;
     float rope_base, rms_eps;
+    char rope_scaling[16];    /* {arch}.rope.scaling.type, "" when absent or "none" */
+    bool rope_scaling_yarn;   /* a scaling type the engine does not implement yet */
     uint32_t n_vocab;         /* rows of the embedding */
     bool tied_embeddings;     /* no output.weight */
     /* qwen35 (Gated DeltaNet) */

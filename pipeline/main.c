@@ -24,6 +24,7 @@ static void usage(FILE *f) {
             "  quantize IN.gguf OUT.gguf TYPE [-t N]           q8_0 q4_0 q4_k_m q5_k_m q6_k\n"
             "  make-test-model --arch ARCH --out FILE [...]     random-weight model in the real layout\n"
             "  tokenize -m MODEL.gguf [--json] (TEXT | -f FILE) token ids as the model counts them\n"
+            "  eval -m MODEL.gguf -f PROMPT [-n 16] [--exact]   logits and greedy steps as JSON\n"
             "  version                                         print the version\n"
             "\n"
             "global options (before the command): -v (info logs), -vv (debug logs), -q (errors only)\n"
@@ -76,6 +77,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "quantize")) return pl_cmd_quantize(sub_argc, sub_argv);
     if (!strcmp(cmd, "make-test-model")) return pl_cmd_make_test_model(sub_argc, sub_argv);
     if (!strcmp(cmd, "tokenize")) return pl_cmd_tokenize(sub_argc, sub_argv);
+    if (!strcmp(cmd, "eval")) return pl_cmd_eval(sub_argc, sub_argv);
     if (!strcmp(cmd, "version")) {
         printf("docpipe %s\n", DP_VERSION);
         return PL_EXIT_OK;
@@ -85,7 +87,7 @@ int main(int argc, char **argv) {
         return PL_EXIT_OK;
     }
     static const char *const later[] = {"run", "plan", "validate", "status", "merge",
-                                        "generate", "eval", "bench", "batch"};
+                                        "generate", "bench", "batch"};
     for (size_t k = 0; k < sizeof(later) / sizeof(later[0]); k++) {
         if (!strcmp(cmd, later[k])) {
             fprintf(stderr, "docpipe: '%s' is not implemented in this build yet (see README.md, \"What works today\")\n",

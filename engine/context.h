@@ -1,0 +1,63 @@
+/*
+ * context.h - the inference context (internal): buffers, KV cache, recurrent state, and the
+ * forward entry point shared by engine.c and forward.c.
+ */
+#ifndef ENG_CONTEXT_H
+#define ENG_CONTEXT_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "engine.h"
+#include "model.h"
+
+/* Activation buffers for up to n_ubatch tokens (row strides in floats). */
+typedef struct eng_buffers {
+    float *x, *h, *y;      /* [T][E] residual, normed, mixer/FFN output */
+    int ld_e;              /* E */
+    float *qg; int ld_qg;  /* [T][q rows of attn_q] */
+    float *q, *gate, *att; /* [T][H * hd] */
+    float *k, *v;          /* [T][Hkv * hd] */
+    float *ffn_g, *ffn_u;  /* [T][F] */
+    float *dn_qkv, *dn_conv; /* [T][conv_ch] */
+    float *dn_z, *dn_out;  /* [T][inner] */
+    float *dn_beta, *dn_alpha; /* [T][Hv] */
+} eng_buffers;
+
+typedef struct eng_kv_layer {
+    void *k, *v; /* [n_seq][n_ctx][Hkv * hd] of kv_type */
+} eng_kv_layer;
+
+typedef struct eng_rec_layer {
+    float *conv; /* [n_seq][kernel - 1][conv_ch] */
+    float *ssm;  /* [n_seq][Hv][dv][dk] */
+} eng_rec_layer;
+
+/* One forward step: at most n_ubatch tokens. */
+typedef struct eng_ubatch {
+    int n;
+    const int32_t *token, *pos, *seq;
+    const int8_t *want; /* logits wanted after token t */
+} eng_ubatch;
+
+struct eng_context {
+    eng_model *model;
+    eng_context_params p;
+    eng_backend *be;
+    char be_name[64];
+    int n_ctx, n_seq, n_ubatch;
+    int kv_type;
+    eng_kv_layer *kv;     /* [n_attn_layers] */
+    eng_rec_layer *rec;   /* [n_rec_layers] */
+    size_t rec_bytes_per_seq;
+    int32_t *seq_len;     /* [n_seq] positions held */
+    eng_buffers buf;
+    void *buf_mem;        /* one allocation behind buf */
+    float *logits;        /* [n_logits_max][n_vocab] */
+    int32_t n_logits, n_logits_max;
+    int8_t *want;         /* [n_ubatch] scratch */
+};
+
+void eng_forward(eng_context *c, const eng_ubatch *ub);
+
+#endif /* ENG_CONTEXT_H */

@@ -1,0 +1,387 @@
+/*
+ * backend_cpu.c - the CPU implementation of backend.h.
+ *
+ * DESIGN
+ * - Every op that is worth it runs as one task on the thread pool; each thread takes a
+ *   contiguous slice (weight rows for matmul, (token, head) pairs for attention, value heads
+ *   for the DeltaNet recurrence), so results do not depend on the thread count: every output
+ *   element is computed by one thread in a fixed order.
+ * - matmul quantizes the activation rows once per call to the weight's vec-dot type
+ *   (model-spec 2.5), then streams each weight row once for all tokens of the batch. In exact
+ *   mode each weight row is dequantized to f32 and multiplied in f32 instead.
+ * - Scratch is owned per thread and sized on first use; nothing is allocated per token.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "kernels.h"
+#include "quant.h"
+#include "threadpool.h"
+
+typedef struct cpu_be {
+    eng_pool *pool;
+    bool exact;
+    uint8_t *xq;          /* quantized activations */
+    size_t xq_cap;
+    float **scratch;      /* per thread */
+    size_t *scratch_cap;  /* floats */
+    int n_threads;
+} cpu_be;
+
+static float *thread_scratch(cpu_be *c, int ith, size_t n) {
+    if (c->scratch_cap[ith] < n) {
+        free(c->scratch[ith]);
+        c->scratch[ith] = malloc(n * sizeof(float));
+        c->scratch_cap[ith] = c->scratch[ith] ? n : 0;
+    }
+    return c->scratch[ith];
+}
+
+/* ---- matmul ------------------------------------------------------------------------------ */
+
+typedef struct mm_task {
+    cpu_be *c;
+    const eng_weight *w;
+    const float *x;
+    int ldx, n_tok;
+    float *y;
+    int ldy;
+    int act;
+    size_t xq_row;
+    eng_vec_dot_fn dot;
+} mm_task;
+
+static void mm_quantize(void *arg, int ith, int nth) {
+    mm_task *m = arg;
+    for (int t = ith; t < m->n_tok; t += nth)
+        eng_act_quantize(m->act, m->x + (size_t)t * m->ldx, m->c->xq + (size_t)t * m->xq_row, m->w->ne0);
+}
+
+static void mm_rows(void *arg, int ith, int nth) {
+    mm_task *m = arg;
+    const eng_weight *w = m->w;
+    const int64_t N = w->ne1, K = w->ne0;
+    const int64_t r0 = N * ith / nth, r1 = N * (ith + 1) / nth;
+    const uint8_t *wd = w->data;
+    if (m->c->exact) {
+        float *row = thread_scratch(m->c, ith, (size_t)K);
+        if (!row) return;
+        for (int64_t r = r0; r < r1; r++) {
+            eng_dequantize_row(w->type, wd + (size_t)r * w->row_bytes, row, K);
+            for (int t = 0; t < m->n_tok; t++) m->y[(size_t)t * m->ldy + r] = eng_dot_f32(row, m->x + (size_t)t * m->ldx, K);
+        }
+        return;
+    }
+    const uint8_t *xq = m->c->xq;
+    for (int64_t r = r0; r < r1; r++) {
+        const void *wr = wd + (size_t)r * w->row_bytes;
+        for (int t = 0; t < m->n_tok; t++) m->y[(size_t)t * m->ldy + r] = m->dot(K, wr, xq + (size_t)t * m->xq_row);
+    }
+}
+
+static void cpu_matmul(eng_backend *be, const eng_weight *w, const float *x, int ldx, int n_tok, float *y, int ldy) {
+    cpu_be *c = be->impl;
+    mm_task m = {c, w, x, ldx, n_tok, y, ldy, 0, 0, NULL};
+    if (!c->exact) {
+        m.act = eng_act_type(w->type);
+        m.xq_row = eng_act_row_size(m.act, w->ne0);
+        m.dot = eng_vec_dot_best(w->type);
+        size_t need = m.xq_row * (size_t)n_tok;
+        if (need > c->xq_cap) {
+            free(c->xq);
+            c->xq = malloc(need);
+            c->xq_cap = c->xq ? need : 0;
+            if (!c->xq) return;
+        }
+        eng_pool_run(c->pool, mm_quantize, &m);
+    }
+    eng_pool_run(c->pool, mm_rows, &m);
+}
+
+/* ---- small float ops -------------------------------------------------------------------- */
+
+static void cpu_rmsnorm(eng_backend *be, const float *x, int ldx, const float *w, float *y, int ldy, int n_rows, int n,
+                        float eps) {
+    (void)be;
+    for (int r = 0; r < n_rows; r++) {
+        const float *xr = x + (size_t)r * ldx;
+        float *yr = y + (size_t)r * ldy;
+        double ss = 0; /* ggml accumulates the sum of squares in double */
+        for (int i = 0; i < n; i++) ss += (double)xr[i] * xr[i];
+        const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+        for (int i = 0; i < n; i++) yr[i] = (xr[i] * scale) * w[i];
+    }
+}
+
+static void cpu_rope(eng_backend *be, float *x, int ld, int n_tok, int n_head, int hd, int n_rot, const int32_t *pos,
+                     float base, bool neox) {
+    (void)be;
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float cs[512], sn[512];
+    for (int t = 0; t < n_tok; t++) {
+        /* theta_i = pos * theta_scale^i by repeated multiplication, as ggml builds its cache */
+        float theta = (float)pos[t];
+        for (int i = 0; i < n_rot / 2; i++) {
+            cs[i] = cosf(theta);
+            sn[i] = sinf(theta);
+            theta *= theta_scale;
+        }
+        for (int h = 0; h < n_head; h++) {
+            float *v = x + (size_t)t * ld + (size_t)h * hd;
+            for (int i = 0; i < n_rot / 2; i++) {
+                const int a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
+                const float x0 = v[a], x1 = v[b];
+                v[a] = x0 * cs[i] - x1 * sn[i];
+                v[b] = x0 * sn[i] + x1 * cs[i];
+            }
+        }
+    }
+}
+
+static void cpu_kv_store(eng_backend *be, void *kc, void *vc, int kv_type, int n_ctx, int kv_dim, const float *k,
+                         const float *v, int ld, int n_tok, const int32_t *seq, const int32_t *pos) {
+    (void)be;
+    for (int t = 0; t < n_tok; t++) {
+        const size_t row = ((size_t)seq[t] * n_ctx + (size_t)pos[t]) * kv_dim;
+        if (kv_type == ENG_TYPE_F32) {
+            memcpy((float *)kc + row, k + (size_t)t * ld, (size_t)kv_dim * 4);
+            memcpy((float *)vc + row, v + (size_t)t * ld, (size_t)kv_dim * 4);
+        } else {
+            for (int i = 0; i < kv_dim; i++) {
+                ((eng_f16 *)kc)[row + i] = eng_f32_to_f16(k[(size_t)t * ld + i]);
+                ((eng_f16 *)vc)[row + i] = eng_f32_to_f16(v[(size_t)t * ld + i]);
+            }
+        }
+    }
+}
+
+typedef struct attn_task {
+    cpu_be *c;
+    const eng_attn_args *a;
+} attn_task;
+
+static void attn_heads(void *arg, int ith, int nth) {
+    attn_task *at = arg;
+    const eng_attn_args *a = at->a;
+    const int hd = a->hd, kv_dim = a->n_head_kv * hd, group = a->n_head / a->n_head_kv;
+    const int64_t total = (int64_t)a->n_tok * a->n_head;
+    const int64_t i0 = total * ith / nth, i1 = total * (ith + 1) / nth;
+    float *sc = thread_scratch(at->c, ith, (size_t)a->n_ctx + 2 * (size_t)hd);
+    if (!sc) return;
+    float *krow = sc + a->n_ctx, *acc = krow + hd;
+    for (int64_t i = i0; i < i1; i++) {
+        const int t = (int)(i / a->n_head), h = (int)(i % a->n_head), kvh = h / group;
+        const float *q = a->q + (size_t)t * a->ldq + (size_t)h * hd;
+        const int n_pos = a->pos[t] + 1;
+        const size_t base = (size_t)a->seq[t] * a->n_ctx * kv_dim + (size_t)kvh * hd;
+        float mx = -INFINITY;
+        for (int p = 0; p < n_pos; p++) {
+            const size_t off = base + (size_t)p * kv_dim;
+            float s;
+            if (a->kv_type == ENG_TYPE_F32) {
+                s = eng_dot_f32(q, (const float *)a->k + off, hd);
+            } else {
+                for (int j = 0; j < hd; j++) krow[j] = eng_f16_to_f32(((const eng_f16 *)a->k)[off + j]);
+                s = eng_dot_f32(q, krow, hd);
+            }
+            s *= a->scale;
+            sc[p] = s;
+            if (s > mx) mx = s;
+        }
+        double sum = 0;
+        for (int p = 0; p < n_pos; p++) {
+            sc[p] = expf(sc[p] - mx);
+            sum += sc[p];
+        }
+        const float inv = (float)(1.0 / sum);
+        for (int j = 0; j < hd; j++) acc[j] = 0;
+        for (int p = 0; p < n_pos; p++) {
+            const size_t off = base + (size_t)p * kv_dim;
+            const float w = sc[p] * inv;
+            if (a->kv_type == ENG_TYPE_F32) {
+                const float *vr = (const float *)a->v + off;
+                for (int j = 0; j < hd; j++) acc[j] += w * vr[j];
+            } else {
+                const eng_f16 *vr = (const eng_f16 *)a->v + off;
+                for (int j = 0; j < hd; j++) acc[j] += w * eng_f16_to_f32(vr[j]);
+            }
+        }
+        memcpy(a->out + (size_t)t * a->ldo + (size_t)h * hd, acc, (size_t)hd * 4);
+    }
+}
+
+static void cpu_attention(eng_backend *be, const eng_attn_args *a) {
+    attn_task at = {be->impl, a};
+    eng_pool_run(((cpu_be *)be->impl)->pool, attn_heads, &at);
+}
+
+/* ---- Gated DeltaNet (model-spec 4.9), token by token ------------------------------------ */
+
+typedef struct dn_task {
+    cpu_be *c;
+    const eng_deltanet_args *a;
+} dn_task;
+
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* Causal depthwise conv + SiLU over channel slices; state keeps the last kernel-1 inputs. */
+static void dn_conv(void *arg, int ith, int nth) {
+    dn_task *d = arg;
+    const eng_deltanet_args *a = d->a;
+    const int ch_n = 2 * a->n_k * a->dk + a->n_v * a->dv, K = a->kernel;
+    const int c0 = ch_n * ith / nth, c1 = ch_n * (ith + 1) / nth;
+    for (int t = 0; t < a->n_tok; t++) {
+        float *st = a->conv_state + (size_t)a->seq[t] * (K - 1) * ch_n;
+        const float *m = a->qkv + (size_t)t * ch_n;
+        float *o = a->scratch + (size_t)t * ch_n;
+        for (int ch = c0; ch < c1; ch++) {
+            const float *w = a->conv_w + (size_t)ch * K;
+            float s = 0;
+            for (int j = 0; j < K - 1; j++) s += w[j] * st[(size_t)j * ch_n + ch];
+            s += w[K - 1] * m[ch];
+            o[ch] = silu(s);
+            for (int j = 0; j + 1 < K - 1; j++) st[(size_t)j * ch_n + ch] = st[(size_t)(j + 1) * ch_n + ch];
+            if (K > 1) st[(size_t)(K - 2) * ch_n + ch] = m[ch];
+        }
+    }
+}
+
+/* L2-normalize q and k per key head (q also scaled by 1/sqrt(dk)). */
+static void dn_norm(void *arg, int ith, int nth) {
+    dn_task *d = arg;
+    const eng_deltanet_args *a = d->a;
+    const int ch_n = 2 * a->n_k * a->dk + a->n_v * a->dv;
+    const float qscale = 1.0f / sqrtf((float)a->dk);
+    for (int t = ith; t < a->n_tok; t += nth) {
+        float *o = a->scratch + (size_t)t * ch_n;
+        for (int part = 0; part < 2; part++) {
+            for (int h = 0; h < a->n_k; h++) {
+                float *v = o + (size_t)part * a->n_k * a->dk + (size_t)h * a->dk;
+                double ss = 0;
+                for (int i = 0; i < a->dk; i++) ss += (double)v[i] * v[i];
+                float n = sqrtf((float)ss);
+                const float inv = 1.0f / (n > a->eps ? n : a->eps);
+                const float s = part == 0 ? inv * qscale : inv;
+                for (int i = 0; i < a->dk; i++) v[i] *= s;
+            }
+        }
+    }
+}
+
+/* The delta rule per value head h (key head h % n_k), then the gated RMSNorm. State row j
+ * holds column j of S (dk contiguous floats), so every inner loop is contiguous. */
+static void dn_heads(void *arg, int ith, int nth) {
+    dn_task *d = arg;
+    const eng_deltanet_args *a = d->a;
+    const int dk = a->dk, dv = a->dv, ch_n = 2 * a->n_k * dk + a->n_v * dv;
+    const int h0 = a->n_v * ith / nth, h1 = a->n_v * (ith + 1) / nth;
+    float *buf = thread_scratch(d->c, ith, (size_t)dv);
+    if (!buf) return;
+    for (int h = h0; h < h1; h++) {
+        const int kh = h % a->n_k;
+        for (int t = 0; t < a->n_tok; t++) {
+            const float *row = a->scratch + (size_t)t * ch_n;
+            const float *q = row + (size_t)kh * dk, *k = row + (size_t)a->n_k * dk + (size_t)kh * dk;
+            const float *v = row + (size_t)2 * a->n_k * dk + (size_t)h * dv;
+            const float beta = 1.0f / (1.0f + expf(-a->beta_in[(size_t)t * a->n_v + h]));
+            const float g = a->ssm_a[h] * softplus(a->alpha_in[(size_t)t * a->n_v + h] + a->dt_bias[h]);
+            const float decay = expf(g);
+            float *S = a->ssm_state + ((size_t)a->seq[t] * a->n_v + h) * (size_t)dv * dk;
+            float *o = buf;
+            for (int j = 0; j < dv; j++) {
+                float *Sj = S + (size_t)j * dk;
+                float u = 0;
+                for (int i = 0; i < dk; i++) {
+                    Sj[i] *= decay;
+                    u += Sj[i] * k[i];
+                }
+                const float delta = beta * (v[j] - u);
+                float oj = 0;
+                for (int i = 0; i < dk; i++) {
+                    Sj[i] += k[i] * delta;
+                    oj += Sj[i] * q[i];
+                }
+                o[j] = oj;
+            }
+            /* gated RMSNorm: RMSNorm(o; ssm_norm) * silu(z) */
+            double ss = 0;
+            for (int j = 0; j < dv; j++) ss += (double)o[j] * o[j];
+            const float scale = 1.0f / sqrtf((float)(ss / dv) + a->eps);
+            const float *z = a->z + (size_t)t * a->n_v * dv + (size_t)h * dv;
+            float *out = a->out + (size_t)t * a->n_v * dv + (size_t)h * dv;
+            for (int j = 0; j < dv; j++) out[j] = (o[j] * scale) * a->norm_w[j] * silu(z[j]);
+        }
+    }
+}
+
+static void cpu_deltanet(eng_backend *be, const eng_deltanet_args *a) {
+    cpu_be *c = be->impl;
+    dn_task d = {c, a};
+    eng_pool_run(c->pool, dn_conv, &d);
+    eng_pool_run(c->pool, dn_norm, &d);
+    eng_pool_run(c->pool, dn_heads, &d);
+}
+
+static void cpu_swiglu(eng_backend *be, const float *g, const float *u, float *out, int64_t n) {
+    (void)be;
+    for (int64_t i = 0; i < n; i++) out[i] = silu(g[i]) * u[i];
+}
+
+static void cpu_add(eng_backend *be, float *x, const float *y, int64_t n) {
+    (void)be;
+    for (int64_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+static void cpu_free(eng_backend *be) {
+    if (!be) return;
+    cpu_be *c = be->impl;
+    if (c) {
+        eng_pool_free(c->pool);
+        for (int i = 0; i < c->n_threads; i++) free(c->scratch[i]);
+        free(c->scratch);
+        free(c->scratch_cap);
+        free(c->xq);
+        free(c);
+    }
+    free(be);
+}
+
+static const eng_backend_ops cpu_ops = {
+    /* .name      = */ "cpu",
+    /* .matmul    = */ cpu_matmul,
+    /* .rmsnorm   = */ cpu_rmsnorm,
+    /* .rope      = */ cpu_rope,
+    /* .kv_store  = */ cpu_kv_store,
+    /* .attention = */ cpu_attention,
+    /* .deltanet  = */ cpu_deltanet,
+    /* .swiglu    = */ cpu_swiglu,
+    /* .add       = */ cpu_add,
+    /* .free      = */ cpu_free,
+};
+
+dp_status eng_backend_cpu_new(int n_threads, bool exact, eng_backend **out, dp_err *err) {
+    eng_backend *be = calloc(1, sizeof(*be));
+    cpu_be *c = calloc(1, sizeof(*c));
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return dp_err_set(err, DP_ENOMEM, "out of memory");
+    }
+    be->ops = &cpu_ops;
+    be->impl = c;
+    c->exact = exact;
+    c->n_threads = n_threads;
+    c->scratch = calloc((size_t)n_threads, sizeof(float *));
+    c->scratch_cap = calloc((size_t)n_threads, sizeof(size_t));
+    dp_status st = c->scratch && c->scratch_cap ? eng_pool_new(n_threads, &c->pool, err)
+                                                : dp_err_set(err, DP_ENOMEM, "out of memory");
+    if (st) {
+        cpu_free(be);
+        return st;
+    }
+    *out = be;
+    return DP_OK;
+}

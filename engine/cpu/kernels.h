@@ -1,0 +1,43 @@
+/*
+ * kernels.h - CPU compute kernels: dot products of a quantized weight row with a quantized
+ * activation row (model-spec.md 2.5), activation quantizers, and the small float ops.
+ *
+ * Every kernel has a plain scalar reference in kernels_ref.c; SIMD versions (kernels_avx2.c,
+ * kernels_avx512.c) are chosen at run time by CPU feature and are tested against the
+ * reference (tests/unit/test_kernels.c). Integer block sums are exact, so a SIMD dot differs
+ * from the reference only by float summation order.
+ */
+#ifndef ENG_CPU_KERNELS_H
+#define ENG_CPU_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Activation type a weight type is multiplied with on the fast path (llama.cpp's CPU
+ * "vec_dot_type"): K-quants -> Q8_K, Q8_0/Q4_0 -> Q8_0, F16 -> F16, BF16 -> BF16, F32 -> F32.
+ * Formats without an integer kernel (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K) use F32 activations and a
+ * dequantizing dot. */
+int eng_act_type(int weight_type);
+/* Bytes of one activation row of k elements in act_type. */
+size_t eng_act_row_size(int act_type, int64_t k);
+/* Quantizes an activation row the way llama.cpp's x86 path does (Q8_0: round half to even of
+ * x * 127 / amax; Q8_K: the reference rule; F16/BF16: round to nearest even). */
+void eng_act_quantize(int act_type, const float *x, void *y, int64_t k);
+
+/* sum_i w[i] * x[i] over k elements: w a weight row of weight_type, x an activation row. */
+typedef float (*eng_vec_dot_fn)(int64_t k, const void *w, const void *x);
+
+/* The scalar reference for a weight type (never NULL for a supported type). */
+eng_vec_dot_fn eng_vec_dot_ref(int weight_type);
+/* The fastest implementation this CPU runs. */
+eng_vec_dot_fn eng_vec_dot_best(int weight_type);
+/* "avx512-vnni", "avx2", "scalar": what eng_vec_dot_best picks. */
+const char *eng_cpu_kernel_name(void);
+/* Forces the scalar kernels (tests and --exact comparisons). */
+void eng_cpu_force_scalar(bool on);
+
+/* f32 dot product (8 independent partial sums, then summed: deterministic). */
+float eng_dot_f32(const float *a, const float *b, int64_t n);
+
+#endif /* ENG_CPU_KERNELS_H */

@@ -1,0 +1,215 @@
+/*
+ * kernels_ref.c - scalar reference kernels (model-spec.md 2.5). These define what the SIMD
+ * versions must compute; they are also the portable path for CPUs without AVX2.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "quant.h"
+
+#define F16(x) eng_f16_to_f32(x)
+
+int eng_act_type(int wt) {
+    switch (wt) {
+    case ENG_TYPE_Q4_K: case ENG_TYPE_Q5_K: case ENG_TYPE_Q6_K: return ENG_TYPE_Q8_K;
+    case ENG_TYPE_Q8_0: case ENG_TYPE_Q4_0: return ENG_TYPE_Q8_0;
+    case ENG_TYPE_F16: return ENG_TYPE_F16;
+    case ENG_TYPE_BF16: return ENG_TYPE_BF16;
+    default: return ENG_TYPE_F32;
+    }
+}
+
+size_t eng_act_row_size(int act_type, int64_t k) { return eng_row_size(act_type, k); }
+
+void eng_act_quantize(int act_type, const float *x, void *y, int64_t k) {
+    if (act_type == ENG_TYPE_Q8_0) {
+        eng_block_q8_0 *b = y;
+        for (int64_t i = 0; i < k / 32; i++, x += 32) {
+            float amax = 0.0f;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+            const float d = amax / 127.0f;
+            const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+            b[i].d = eng_f32_to_f16(d);
+            for (int j = 0; j < 32; j++) b[i].qs[j] = (int8_t)lrintf(x[j] * id);
+        }
+        return;
+    }
+    eng_quantize_row(act_type, x, y, k); /* Q8_K, F16, BF16, F32: the reference rules */
+}
+
+float eng_dot_f32(const float *a, const float *b, int64_t n) {
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
+    for (; i < n; i++) s[i & 7] += a[i] * b[i];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+static float dot_f32(int64_t k, const void *w, const void *x) { return eng_dot_f32(w, x, k); }
+
+static float dot_f16(int64_t k, const void *w, const void *x) {
+    const eng_f16 *a = w, *b = x;
+    float s[8] = {0};
+    for (int64_t i = 0; i < k; i++) s[i & 7] += F16(a[i]) * F16(b[i]);
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+static float dot_bf16(int64_t k, const void *w, const void *x) {
+    const eng_bf16 *a = w, *b = x;
+    float s[8] = {0};
+    for (int64_t i = 0; i < k; i++) s[i & 7] += eng_bf16_to_f32(a[i]) * eng_bf16_to_f32(b[i]);
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+static float dot_q8_0(int64_t k, const void *w, const void *x) {
+    const eng_block_q8_0 *a = w, *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < k / 32; i++) {
+        int s = 0;
+        for (int j = 0; j < 32; j++) s += a[i].qs[j] * b[i].qs[j];
+        sum += (float)s * (F16(a[i].d) * F16(b[i].d));
+    }
+    return sum;
+}
+
+static float dot_q4_0(int64_t k, const void *w, const void *x) {
+    const eng_block_q4_0 *a = w;
+    const eng_block_q8_0 *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < k / 32; i++) {
+        int s = 0;
+        for (int j = 0; j < 16; j++) {
+            s += ((a[i].qs[j] & 0xF) - 8) * b[i].qs[j];
+            s += ((a[i].qs[j] >> 4) - 8) * b[i].qs[j + 16];
+        }
+        sum += (float)s * (F16(a[i].d) * F16(b[i].d));
+    }
+    return sum;
+}
+
+static inline void scale_min_k4(int j, const uint8_t *s, int *sc, int *mn) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+/* Q4_K x Q8_K: per super-block d_a * (d * sum_j sc_j * dot_j - dmin * sum_j mn_j * bsum_j). */
+static float dot_q4_k(int64_t k, const void *w, const void *x) {
+    const eng_block_q4_k *a = w;
+    const eng_block_q8_k *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < k / 256; i++) {
+        int sumi = 0, summ = 0;
+        const uint8_t *q = a[i].qs;
+        const int8_t *y = b[i].qs;
+        for (int c = 0; c < 4; c++, q += 32, y += 64) {
+            int sc0, m0, sc1, m1;
+            scale_min_k4(2 * c, a[i].scales, &sc0, &m0);
+            scale_min_k4(2 * c + 1, a[i].scales, &sc1, &m1);
+            int d0 = 0, d1 = 0;
+            for (int l = 0; l < 32; l++) {
+                d0 += (q[l] & 0xF) * y[l];
+                d1 += (q[l] >> 4) * y[l + 32];
+            }
+            sumi += sc0 * d0 + sc1 * d1;
+            summ += m0 * (b[i].bsums[4 * c] + b[i].bsums[4 * c + 1]) + m1 * (b[i].bsums[4 * c + 2] + b[i].bsums[4 * c + 3]);
+        }
+        sum += b[i].d * (F16(a[i].d) * (float)sumi - F16(a[i].dmin) * (float)summ);
+    }
+    return sum;
+}
+
+static float dot_q5_k(int64_t k, const void *w, const void *x) {
+    const eng_block_q5_k *a = w;
+    const eng_block_q8_k *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < k / 256; i++) {
+        int sumi = 0, summ = 0;
+        const uint8_t *q = a[i].qs, *qh = a[i].qh;
+        const int8_t *y = b[i].qs;
+        for (int c = 0; c < 4; c++, q += 32, y += 64) {
+            int sc0, m0, sc1, m1;
+            scale_min_k4(2 * c, a[i].scales, &sc0, &m0);
+            scale_min_k4(2 * c + 1, a[i].scales, &sc1, &m1);
+            int d0 = 0, d1 = 0;
+            for (int l = 0; l < 32; l++) {
+                d0 += ((q[l] & 0xF) | (((qh[l] >> (2 * c)) & 1) << 4)) * y[l];
+                d1 += ((q[l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4)) * y[l + 32];
+            }
+            sumi += sc0 * d0 + sc1 * d1;
+            summ += m0 * (b[i].bsums[4 * c] + b[i].bsums[4 * c + 1]) + m1 * (b[i].bsums[4 * c + 2] + b[i].bsums[4 * c + 3]);
+        }
+        sum += b[i].d * (F16(a[i].d) * (float)sumi - F16(a[i].dmin) * (float)summ);
+    }
+    return sum;
+}
+
+/* Q6_K x Q8_K: d_a * d * sum over 16 sub-blocks of sc_k * sum (q6 - 32) * q8. */
+static float dot_q6_k(int64_t k, const void *w, const void *x) {
+    const eng_block_q6_k *a = w;
+    const eng_block_q8_k *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < k / 256; i++) {
+        int sumi = 0;
+        const uint8_t *ql = a[i].ql, *qh = a[i].qh;
+        const int8_t *sc = a[i].scales, *y = b[i].qs;
+        for (int half = 0; half < 2; half++, ql += 64, qh += 32, sc += 8, y += 128) {
+            int s[8] = {0};
+            for (int l = 0; l < 32; l++) {
+                const int is = l / 16;
+                s[is + 0] += ((int)((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32) * y[l];
+                s[is + 2] += ((int)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32) * y[l + 32];
+                s[is + 4] += ((int)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32) * y[l + 64];
+                s[is + 6] += ((int)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32) * y[l + 96];
+            }
+            for (int j = 0; j < 8; j++) sumi += sc[j] * s[j];
+        }
+        sum += b[i].d * F16(a[i].d) * (float)sumi;
+    }
+    return sum;
+}
+
+/* Formats without an integer kernel: dequantize 256 weights at a time, f32 dot. */
+#define DEQ_DOT(name, type)                                                       \
+    static float name(int64_t k, const void *w, const void *x) {                  \
+        const eng_type_traits *tr = eng_type_get(type);                           \
+        const float *xf = x;                                                      \
+        float tmp[256], sum = 0;                                                  \
+        const int64_t chunk = tr->blck > 256 ? tr->blck : 256;                    \
+        for (int64_t i = 0; i < k; i += chunk) {                                  \
+            tr->to_float((const uint8_t *)w + (size_t)(i / tr->blck) * tr->type_size, tmp, chunk); \
+            sum += eng_dot_f32(tmp, xf + i, chunk);                               \
+        }                                                                         \
+        return sum;                                                               \
+    }
+DEQ_DOT(dot_deq_q4_1, ENG_TYPE_Q4_1)
+DEQ_DOT(dot_deq_q5_0, ENG_TYPE_Q5_0)
+DEQ_DOT(dot_deq_q5_1, ENG_TYPE_Q5_1)
+DEQ_DOT(dot_deq_q2_k, ENG_TYPE_Q2_K)
+DEQ_DOT(dot_deq_q3_k, ENG_TYPE_Q3_K)
+
+eng_vec_dot_fn eng_vec_dot_ref(int wt) {
+    switch (wt) {
+    case ENG_TYPE_F32: return dot_f32;
+    case ENG_TYPE_F16: return dot_f16;
+    case ENG_TYPE_BF16: return dot_bf16;
+    case ENG_TYPE_Q8_0: return dot_q8_0;
+    case ENG_TYPE_Q4_0: return dot_q4_0;
+    case ENG_TYPE_Q4_K: return dot_q4_k;
+    case ENG_TYPE_Q5_K: return dot_q5_k;
+    case ENG_TYPE_Q6_K: return dot_q6_k;
+    case ENG_TYPE_Q4_1: return dot_deq_q4_1;
+    case ENG_TYPE_Q5_0: return dot_deq_q5_0;
+    case ENG_TYPE_Q5_1: return dot_deq_q5_1;
+    case ENG_TYPE_Q2_K: return dot_deq_q2_k;
+    case ENG_TYPE_Q3_K: return dot_deq_q3_k;
+    default: return NULL;
+    }
+}

@@ -1,0 +1,237 @@
+/*
+ * engine.c - contexts and decoding (engine.h): sizes and owns the KV cache, the recurrent
+ * state and the activation buffers, validates batches and runs them through eng_forward in
+ * steps of at most n_ubatch tokens.
+ *
+ * DESIGN: a sequence is a slot 0..n_seq_max-1 with its own KV rows and DeltaNet state; it
+ * grows by consecutive positions and is reset by eng_seq_clear. All memory is allocated at
+ * context creation; decoding allocates nothing. Logits of a decode call are kept until the
+ * next call.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "cpu/kernels.h"
+#include "log.h"
+#include "platform.h"
+#include "quant.h"
+
+eng_context_params eng_context_default_params(void) {
+    eng_context_params p = {.n_ctx = 4096, .n_seq_max = 1, .n_ubatch = 512, .n_threads = 0,
+                            .device = ENG_DEVICE_AUTO, .exact = false, .kv_type = ENG_TYPE_F16};
+    return p;
+}
+
+eng_chat_kind eng_model_chat_kind(const eng_model *m) { return (eng_chat_kind)m->template_kind; }
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_context **out, dp_err *err) {
+    *out = NULL;
+    const eng_model_info *in = &m->info;
+    eng_context_params p = *pin;
+    if (p.n_ctx == 0 || p.n_seq_max == 0 || p.n_ubatch == 0)
+        return dp_err_set(err, DP_EINVAL, "context: n_ctx, n_seq_max and n_ubatch must be > 0");
+    if (p.n_ctx > (1u << 24) || p.n_seq_max > 4096 || p.n_ubatch > 65536)
+        return dp_err_set(err, DP_ERANGE, "context: n_ctx %u, n_seq_max %u or n_ubatch %u out of range", p.n_ctx,
+                          p.n_seq_max, p.n_ubatch);
+    if (p.kv_type != ENG_TYPE_F16 && p.kv_type != ENG_TYPE_F32)
+        return dp_err_set(err, DP_EINVAL, "context: the KV cache type must be F16 or F32");
+    if (p.device == ENG_DEVICE_CUDA)
+        return dp_err_set(err, DP_EUNSUPPORTED, "context: the CUDA backend cannot run models in this build yet; "
+                          "use --device cpu or auto");
+    if (p.device == ENG_DEVICE_AUTO) DP_LOG_INFO("device auto: using the CPU backend");
+    if (p.n_threads <= 0) p.n_threads = dp_cpu_count();
+    if (p.n_ubatch > p.n_ctx * p.n_seq_max) p.n_ubatch = p.n_ctx * p.n_seq_max;
+
+    eng_context *c = calloc(1, sizeof(*c));
+    if (!c) return dp_err_set(err, DP_ENOMEM, "out of memory");
+    c->model = m;
+    c->p = p;
+    c->n_ctx = (int)p.n_ctx;
+    c->n_seq = (int)p.n_seq_max;
+    c->n_ubatch = (int)p.n_ubatch;
+    c->kv_type = p.kv_type;
+    dp_status st = eng_backend_cpu_new(p.n_threads, p.exact, &c->be, err);
+    if (st) goto fail;
+    snprintf(c->be_name, sizeof(c->be_name), "cpu (%s, %d threads)", p.exact ? "exact f32" : eng_cpu_kernel_name(),
+             p.n_threads);
+
+    const size_t T = (size_t)p.n_ubatch, E = in->n_embd, F = in->n_ff;
+    const size_t hd = in->head_dim_k, H = in->n_head, Hkv = in->n_head_kv;
+    const size_t qd = H * hd, kvd = Hkv * hd, qrows = (m->q_gated ? 2 : 1) * qd;
+    const size_t Hv = in->ssm_dt_rank, inner = in->ssm_d_inner;
+    const size_t conv_ch = in->n_rec_layers ? 2 * (size_t)in->ssm_n_group * in->ssm_d_state + inner : 0;
+    const size_t dv = Hv ? inner / Hv : 0;
+
+    /* KV cache */
+    const size_t esz = p.kv_type == ENG_TYPE_F32 ? 4 : 2;
+    const size_t kv_layer = (size_t)c->n_seq * c->n_ctx * kvd * esz;
+    c->kv = calloc(in->n_attn_layers ? in->n_attn_layers : 1, sizeof(eng_kv_layer));
+    if (!c->kv) goto oom;
+    for (uint32_t i = 0; i < in->n_attn_layers; i++) {
+        c->kv[i].k = malloc(kv_layer);
+        c->kv[i].v = malloc(kv_layer);
+        if (!c->kv[i].k || !c->kv[i].v) {
+            st = dp_err_set(err, DP_ENOMEM, "cannot allocate the KV cache (%zu MiB for %u attention layers at context "
+                            "%d x %d sequences)", 2 * kv_layer * in->n_attn_layers >> 20, in->n_attn_layers, c->n_ctx,
+                            c->n_seq);
+            goto fail;
+        }
+    }
+    /* recurrent state, zero = a fresh sequence */
+    c->rec = calloc(in->n_rec_layers ? in->n_rec_layers : 1, sizeof(eng_rec_layer));
+    if (!c->rec) goto oom;
+    const size_t conv_per_seq = (size_t)(in->ssm_conv_kernel ? in->ssm_conv_kernel - 1 : 0) * conv_ch;
+    const size_t ssm_per_seq = Hv * dv * in->ssm_d_state;
+    c->rec_bytes_per_seq = (conv_per_seq + ssm_per_seq) * 4 * in->n_rec_layers;
+    for (uint32_t i = 0; i < in->n_rec_layers; i++) {
+        c->rec[i].conv = calloc((size_t)c->n_seq * conv_per_seq + 1, 4);
+        c->rec[i].ssm = calloc((size_t)c->n_seq * ssm_per_seq + 1, 4);
+        if (!c->rec[i].conv || !c->rec[i].ssm) {
+            st = dp_err_set(err, DP_ENOMEM, "cannot allocate the recurrent state (%zu MiB for %d sequences)",
+                            c->rec_bytes_per_seq * (size_t)c->n_seq >> 20, c->n_seq);
+            goto fail;
+        }
+    }
+    c->seq_len = calloc((size_t)c->n_seq, sizeof(int32_t));
+    if (!c->seq_len) goto oom;
+
+    /* activation buffers: one allocation */
+    const size_t sizes[] = {T * E, T * E, T * E, T * qrows, T * qd, T * qd, T * qd, T * kvd, T * kvd, T * F, T * F,
+                            T * conv_ch, T * conv_ch, T * inner, T * inner, T * Hv, T * Hv};
+    float **dst[] = {&c->buf.x, &c->buf.h, &c->buf.y, &c->buf.qg, &c->buf.q, &c->buf.gate, &c->buf.att, &c->buf.k,
+                     &c->buf.v, &c->buf.ffn_g, &c->buf.ffn_u, &c->buf.dn_qkv, &c->buf.dn_conv, &c->buf.dn_z,
+                     &c->buf.dn_out, &c->buf.dn_beta, &c->buf.dn_alpha};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) total += align64(sizes[i] * 4);
+    c->buf_mem = malloc(total);
+    if (!c->buf_mem) {
+        st = dp_err_set(err, DP_ENOMEM, "cannot allocate %zu MiB of activation buffers for %zu tokens per step",
+                        total >> 20, T);
+        goto fail;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        *dst[i] = (float *)(void *)((uint8_t *)c->buf_mem + off);
+        off += align64(sizes[i] * 4);
+    }
+    c->buf.ld_e = (int)E;
+    c->buf.ld_qg = (int)qrows;
+    c->n_logits_max = c->n_seq > 64 ? c->n_seq : 64;
+    c->logits = malloc((size_t)c->n_logits_max * in->n_vocab * sizeof(float));
+    c->want = malloc(T);
+    if (!c->logits || !c->want) goto oom;
+    *out = c;
+    return DP_OK;
+oom:
+    st = dp_err_set(err, DP_ENOMEM, "out of memory creating the context");
+fail:
+    eng_context_free(c);
+    return st;
+}
+
+void eng_context_free(eng_context *c) {
+    if (!c) return;
+    const eng_model_info *in = &c->model->info;
+    if (c->kv)
+        for (uint32_t i = 0; i < in->n_attn_layers; i++) {
+            free(c->kv[i].k);
+            free(c->kv[i].v);
+        }
+    if (c->rec)
+        for (uint32_t i = 0; i < in->n_rec_layers; i++) {
+            free(c->rec[i].conv);
+            free(c->rec[i].ssm);
+        }
+    free(c->kv);
+    free(c->rec);
+    free(c->seq_len);
+    free(c->buf_mem);
+    free(c->logits);
+    free(c->want);
+    if (c->be) c->be->ops->free(c->be);
+    free(c);
+}
+
+const char *eng_context_backend_name(const eng_context *c) { return c->be_name; }
+
+void eng_seq_clear(eng_context *c, int32_t seq) {
+    if (seq < 0 || seq >= c->n_seq) return;
+    const eng_model_info *in = &c->model->info;
+    c->seq_len[seq] = 0;
+    const size_t inner = in->ssm_d_inner, Hv = in->ssm_dt_rank;
+    const size_t conv_ch = in->n_rec_layers ? 2 * (size_t)in->ssm_n_group * in->ssm_d_state + inner : 0;
+    const size_t conv_per_seq = (size_t)(in->ssm_conv_kernel ? in->ssm_conv_kernel - 1 : 0) * conv_ch;
+    const size_t ssm_per_seq = Hv ? Hv * (inner / Hv) * in->ssm_d_state : 0;
+    for (uint32_t i = 0; i < in->n_rec_layers; i++) {
+        memset(c->rec[i].conv + (size_t)seq * conv_per_seq, 0, conv_per_seq * 4);
+        memset(c->rec[i].ssm + (size_t)seq * ssm_per_seq, 0, ssm_per_seq * 4);
+    }
+}
+
+int32_t eng_seq_len(const eng_context *c, int32_t seq) {
+    return seq >= 0 && seq < c->n_seq ? c->seq_len[seq] : 0;
+}
+
+dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err) {
+    c->n_logits = 0;
+    if (b->n <= 0) return DP_OK;
+    /* validate: known sequences, consecutive positions, room in the context, logits budget */
+    int32_t *next = malloc((size_t)c->n_seq * sizeof(int32_t));
+    if (!next) return dp_err_set(err, DP_ENOMEM, "out of memory");
+    memcpy(next, c->seq_len, (size_t)c->n_seq * sizeof(int32_t));
+    int32_t n_want = 0;
+    dp_status st = DP_OK;
+    for (int32_t i = 0; i < b->n && !st; i++) {
+        const int32_t s = b->seq[i], p = b->pos[i], t = b->token[i];
+        if (s < 0 || s >= c->n_seq)
+            st = dp_err_set(err, DP_EINVAL, "decode: token %d has sequence %d, but the context has %d", i, s, c->n_seq);
+        else if (p != next[s])
+            st = dp_err_set(err, DP_EINVAL, "decode: token %d of sequence %d has position %d, expected %d", i, s, p,
+                            next[s]);
+        else if (p >= c->n_ctx)
+            st = dp_err_set(err, DP_ERANGE, "decode: sequence %d is full (context of %d tokens)", s, c->n_ctx);
+        else if (t < 0 || t >= (int32_t)c->model->info.n_vocab)
+            st = dp_err_set(err, DP_EINVAL, "decode: token id %d is outside the vocabulary", t);
+        next[s]++;
+        n_want += b->logits ? b->logits[i] != 0 : i == b->n - 1;
+    }
+    free(next);
+    if (st) return st;
+    if (n_want > c->n_logits_max)
+        return dp_err_set(err, DP_ERANGE, "decode: %d logits rows requested, at most %d per call", n_want,
+                          c->n_logits_max);
+    for (int32_t i0 = 0; i0 < b->n; i0 += c->n_ubatch) {
+        const int32_t n = b->n - i0 < c->n_ubatch ? b->n - i0 : c->n_ubatch;
+        for (int32_t i = 0; i < n; i++) c->want[i] = b->logits ? b->logits[i0 + i] != 0 : (i0 + i == b->n - 1);
+        eng_ubatch ub = {n, b->token + i0, b->pos + i0, b->seq + i0, c->want};
+        eng_forward(c, &ub);
+        for (int32_t i = 0; i < n; i++) c->seq_len[b->seq[i0 + i]] = b->pos[i0 + i] + 1;
+    }
+    return DP_OK;
+}
+
+dp_status eng_decode_sequence(eng_context *c, int32_t seq, const int32_t *tokens, int32_t n, int32_t pos0,
+                              dp_err *err) {
+    int32_t *pos = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t) * 2);
+    if (!pos) return dp_err_set(err, DP_ENOMEM, "out of memory");
+    int32_t *sq = pos + n;
+    for (int32_t i = 0; i < n; i++) {
+        pos[i] = pos0 + i;
+        sq[i] = seq;
+    }
+    eng_batch b = {n, tokens, pos, sq, NULL};
+    dp_status st = eng_decode(c, &b, err);
+    free(pos);
+    return st;
+}
+
+const float *eng_get_logits(const eng_context *c, int32_t j) {
+    if (j < 0 || j >= c->n_logits) return NULL;
+    return c->logits + (size_t)j * c->model->info.n_vocab;
+}
+
+int32_t eng_n_logits(const eng_context *c) { return c->n_logits; }

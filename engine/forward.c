@@ -1,0 +1,134 @@
+/*
+ * forward.c - the layer loop: one forward pass over a batch of tokens (any mix of sequences)
+ * for the qwen2, qwen3, llama and qwen35 architectures (model-spec.md section 4).
+ *
+ * DESIGN: reads top to bottom like llama2.c's forward(): shapes in comments, one backend call
+ * per step, no allocation (every buffer lives in the context, sized for n_ubatch tokens). The
+ * attention KV cache and the DeltaNet states live in the context too; this file only indexes
+ * them. Layer kinds: attention (qwen2/qwen3/llama, and qwen35's gated attention) and Gated
+ * DeltaNet (qwen35).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backend.h"
+#include "context.h"
+#include "quant.h"
+
+/* x[t] = token_embd[token[t]] */
+static void embed(const eng_model *m, const int32_t *tok, int n, float *x) {
+    const eng_weight *e = &m->tok_embd;
+    for (int t = 0; t < n; t++)
+        eng_dequantize_row(e->type, (const uint8_t *)e->data + (size_t)tok[t] * e->row_bytes, x + (size_t)t * e->ne0,
+                           e->ne0);
+}
+
+static void attention_layer(eng_context *c, const eng_layer *L, const eng_ubatch *ub) {
+    const eng_model *m = c->model;
+    const eng_model_info *in = &m->info;
+    eng_backend *be = c->be;
+    const int T = ub->n, hd = (int)in->head_dim_k, H = (int)in->n_head, Hkv = (int)in->n_head_kv;
+    const int qd = H * hd, kvd = Hkv * hd;
+    eng_buffers *b = &c->buf;
+
+    /* projections: q [T][qd] (qwen35: [T][2*qd], query and gate per head), k, v [T][kvd] */
+    be->ops->matmul(be, &L->wq, b->h, b->ld_e, T, b->qg, b->ld_qg);
+    be->ops->matmul(be, &L->wk, b->h, b->ld_e, T, b->k, kvd);
+    be->ops->matmul(be, &L->wv, b->h, b->ld_e, T, b->v, kvd);
+    if (L->bq)
+        for (int t = 0; t < T; t++) {
+            be->ops->add(be, b->qg + (size_t)t * b->ld_qg, L->bq, qd);
+            be->ops->add(be, b->k + (size_t)t * kvd, L->bk, kvd);
+            be->ops->add(be, b->v + (size_t)t * kvd, L->bv, kvd);
+        }
+    /* q [T][qd]: the query halves (qwen35 interleaves [q_h | gate_h] per head) */
+    float *q = b->q;
+    if (m->q_gated) {
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                memcpy(q + (size_t)t * qd + (size_t)h * hd, b->qg + (size_t)t * b->ld_qg + (size_t)h * 2 * hd,
+                       (size_t)hd * 4);
+                memcpy(b->gate + (size_t)t * qd + (size_t)h * hd,
+                       b->qg + (size_t)t * b->ld_qg + (size_t)h * 2 * hd + hd, (size_t)hd * 4);
+            }
+    } else {
+        for (int t = 0; t < T; t++) memcpy(q + (size_t)t * qd, b->qg + (size_t)t * b->ld_qg, (size_t)qd * 4);
+    }
+    /* per-head q/k RMSNorm before RoPE (qwen3, qwen35) */
+    if (L->q_norm) {
+        be->ops->rmsnorm(be, q, hd, L->q_norm, q, hd, T * H, hd, in->rms_eps);
+        be->ops->rmsnorm(be, b->k, hd, L->k_norm, b->k, hd, T * Hkv, hd, in->rms_eps);
+    }
+    be->ops->rope(be, q, qd, T, H, hd, (int)in->n_rot, ub->pos, in->rope_base, m->rope_neox);
+    be->ops->rope(be, b->k, kvd, T, Hkv, hd, (int)in->n_rot, ub->pos, in->rope_base, m->rope_neox);
+
+    /* cache K (after RoPE) and V, then attend over positions <= pos of the same sequence */
+    eng_kv_layer *kvl = &c->kv[L->kv_index];
+    be->ops->kv_store(be, kvl->k, kvl->v, c->kv_type, c->n_ctx, kvd, b->k, b->v, kvd, T, ub->seq, ub->pos);
+    eng_attn_args a = {T, q, qd, b->att, qd, H, Hkv, hd, ub->pos, ub->seq, kvl->k, kvl->v, c->kv_type, c->n_ctx,
+                       1.0f / sqrtf((float)hd)};
+    be->ops->attention(be, &a);
+    if (m->q_gated) /* output gate: att *= sigmoid(gate) */
+        for (size_t i = 0; i < (size_t)T * qd; i++) b->att[i] *= 1.0f / (1.0f + expf(-b->gate[i]));
+    /* y [T][E] = att @ Wo */
+    be->ops->matmul(be, &L->wo, b->att, qd, T, b->y, b->ld_e);
+}
+
+static void deltanet_layer(eng_context *c, const eng_layer *L, const eng_ubatch *ub) {
+    const eng_model_info *in = &c->model->info;
+    eng_backend *be = c->be;
+    eng_buffers *b = &c->buf;
+    const int T = ub->n, Hk = (int)in->ssm_n_group, Hv = (int)in->ssm_dt_rank, dk = (int)in->ssm_d_state;
+    const int inner = (int)in->ssm_d_inner, dv = inner / Hv, conv_ch = 2 * Hk * dk + inner;
+
+    /* projections: m [T][conv_ch] (q | k | v, pre-conv), z [T][inner], beta, alpha [T][Hv] */
+    be->ops->matmul(be, &L->wqkv, b->h, b->ld_e, T, b->dn_qkv, conv_ch);
+    be->ops->matmul(be, &L->wgate, b->h, b->ld_e, T, b->dn_z, inner);
+    be->ops->matmul(be, &L->wbeta, b->h, b->ld_e, T, b->dn_beta, Hv);
+    be->ops->matmul(be, &L->walpha, b->h, b->ld_e, T, b->dn_alpha, Hv);
+    /* conv + SiLU, L2 norms, the delta rule per value head, gated RMSNorm -> out [T][inner] */
+    eng_rec_layer *rl = &c->rec[L->rec_index];
+    eng_deltanet_args a = {T, ub->seq, b->dn_qkv, b->dn_z, b->dn_beta, b->dn_alpha, b->dn_out, b->dn_conv,
+                           L->conv1d, L->dt_bias, L->ssm_a, L->ssm_norm, rl->conv, rl->ssm, Hk, Hv, dk, dv,
+                           (int)in->ssm_conv_kernel, in->rms_eps};
+    be->ops->deltanet(be, &a);
+    /* y [T][E] = out @ W_ssm_out */
+    be->ops->matmul(be, &L->wssm_out, b->dn_out, inner, T, b->y, b->ld_e);
+}
+
+void eng_forward(eng_context *c, const eng_ubatch *ub) {
+    const eng_model *m = c->model;
+    const eng_model_info *in = &m->info;
+    eng_backend *be = c->be;
+    eng_buffers *b = &c->buf;
+    const int T = ub->n, E = (int)in->n_embd, F = (int)in->n_ff;
+
+    embed(m, ub->token, T, b->x); /* x [T][E] */
+    for (uint32_t l = 0; l < in->n_layer; l++) {
+        const eng_layer *L = &m->layers[l];
+        /* x += mixer(RMSNorm(x; attn_norm)) */
+        be->ops->rmsnorm(be, b->x, E, L->attn_norm, b->h, E, T, E, in->rms_eps);
+        if (L->kind == ENG_LAYER_ATTN) attention_layer(c, L, ub);
+        else deltanet_layer(c, L, ub);
+        be->ops->add(be, b->x, b->y, (int64_t)T * E);
+        /* x += W_down (silu(W_gate h) * (W_up h)),  h = RMSNorm(x; ffn_norm) */
+        be->ops->rmsnorm(be, b->x, E, L->ffn_norm, b->h, E, T, E, in->rms_eps);
+        be->ops->matmul(be, &L->wg, b->h, E, T, b->ffn_g, F);
+        be->ops->matmul(be, &L->wu, b->h, E, T, b->ffn_u, F);
+        be->ops->swiglu(be, b->ffn_g, b->ffn_u, b->ffn_g, (int64_t)T * F);
+        be->ops->matmul(be, &L->wd, b->ffn_g, F, T, b->y, E);
+        be->ops->add(be, b->x, b->y, (int64_t)T * E);
+    }
+    /* logits [n_out][V] = W_out RMSNorm(x; output_norm) for the rows that asked */
+    int n_out = 0;
+    for (int t = 0; t < T; t++) {
+        if (!ub->want[t]) continue;
+        memcpy(b->h + (size_t)n_out * E, b->x + (size_t)t * E, (size_t)E * 4);
+        n_out++;
+    }
+    if (!n_out) return;
+    be->ops->rmsnorm(be, b->h, E, m->output_norm, b->h, E, n_out, E, in->rms_eps);
+    float *dst = c->logits + (size_t)c->n_logits * in->n_vocab;
+    be->ops->matmul(be, &m->output, b->h, E, n_out, dst, (int)in->n_vocab);
+    c->n_logits += n_out;
+}

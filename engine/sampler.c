@@ -1,0 +1,191 @@
+/*
+ * sampler.c - see sampler.h.
+ *
+ * DESIGN: candidates are (id, logit) pairs; stages shrink the set. top-k uses a partial
+ * selection (O(V) average) instead of a full sort, because V is 150-250k and a full sort per
+ * token would cost more than a small model's forward pass. Ordering is by logit descending,
+ * lower id first on ties, so results are deterministic. The RNG is a splitmix/xoshiro stream
+ * seeded per sequence (model-spec 7.3: reproducibility of our own, not llama.cpp's streams).
+ */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cand {
+    int32_t id;
+    float logit;
+} cand;
+
+struct eng_sampler {
+    eng_sampler_params p;
+    int32_t n_vocab;
+    cand *c;              /* [n_vocab] */
+    int32_t *hist;        /* ring of recent tokens */
+    int32_t hist_cap, hist_n, hist_pos;
+    int32_t *counts;      /* [n_vocab] occurrences in the window */
+    uint64_t rng[4];
+};
+
+eng_sampler_params eng_sampler_default_params(void) {
+    eng_sampler_params p = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_penalty = 1.0f,
+                            .penalty_last_n = 64, .seed = 0xFFFFFFFFu};
+    return p;
+}
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static double rand_unit(eng_sampler *s) { /* xoshiro256**, 53 bits in [0, 1) */
+    uint64_t *r = s->rng;
+    uint64_t res = rotl(r[1] * 5, 7) * 9, t = r[1] << 17;
+    r[2] ^= r[0];
+    r[3] ^= r[1];
+    r[1] ^= r[2];
+    r[0] ^= r[3];
+    r[2] ^= t;
+    r[3] = rotl(r[3], 45);
+    return (double)(res >> 11) / 9007199254740992.0;
+}
+
+dp_status eng_sampler_new(const eng_sampler_params *p, int32_t n_vocab, eng_sampler **out, dp_err *err) {
+    eng_sampler *s = calloc(1, sizeof(*s));
+    if (!s) return dp_err_set(err, DP_ENOMEM, "out of memory");
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->c = malloc((size_t)n_vocab * sizeof(cand));
+    s->counts = calloc((size_t)n_vocab, sizeof(int32_t));
+    s->hist_cap = p->penalty_last_n > 0 ? p->penalty_last_n : p->penalty_last_n < 0 ? 1 << 20 : 1;
+    s->hist = malloc((size_t)s->hist_cap * sizeof(int32_t));
+    if (!s->c || !s->counts || !s->hist) {
+        eng_sampler_free(s);
+        return dp_err_set(err, DP_ENOMEM, "out of memory for a sampler");
+    }
+    uint64_t seed = p->seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix(&seed);
+    *out = s;
+    return DP_OK;
+}
+
+void eng_sampler_free(eng_sampler *s) {
+    if (!s) return;
+    free(s->c);
+    free(s->counts);
+    free(s->hist);
+    free(s);
+}
+
+void eng_sampler_accept(eng_sampler *s, int32_t tok) {
+    if (s->p.penalty_last_n == 0 || tok < 0 || tok >= s->n_vocab) return;
+    if (s->hist_n == s->hist_cap) {
+        s->counts[s->hist[s->hist_pos]]--;
+        s->hist_n--;
+    }
+    s->hist[s->hist_pos] = tok;
+    s->hist_pos = (s->hist_pos + 1) % s->hist_cap;
+    s->hist_n++;
+    s->counts[tok]++;
+}
+
+int32_t eng_argmax(const float *l, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (l[i] > l[best]) best = i;
+    return best;
+}
+
+static inline bool before(const cand *a, const cand *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static int cmp_cand(const void *x, const void *y) {
+    const cand *a = x, *b = y;
+    return before(a, b) ? -1 : before(b, a) ? 1 : 0;
+}
+
+/* Moves the k best candidates to the front (unordered), quickselect. */
+static void select_top(cand *c, int32_t n, int32_t k) {
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        cand pivot = c[(lo + hi) / 2];
+        int32_t i = lo, j = hi;
+        while (i <= j) {
+            while (before(&c[i], &pivot)) i++;
+            while (before(&pivot, &c[j])) j--;
+            if (i <= j) {
+                cand t = c[i];
+                c[i] = c[j];
+                c[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (k - 1 <= j) hi = j;
+        else if (k - 1 >= i) lo = i;
+        else break;
+    }
+}
+
+int32_t eng_sampler_sample(eng_sampler *s, const float *logits) {
+    const eng_sampler_params *p = &s->p;
+    const int32_t V = s->n_vocab;
+    cand *c = s->c;
+    for (int32_t i = 0; i < V; i++) c[i] = (cand){i, logits[i]};
+    /* penalties over the window (prompt included) */
+    if (s->hist_n && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f)) {
+        for (int32_t i = 0; i < V; i++) {
+            int32_t cnt = s->counts[i];
+            if (!cnt) continue;
+            float l = c[i].logit;
+            l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
+            c[i].logit = l - (float)cnt * p->frequency_penalty - p->presence_penalty;
+        }
+    }
+    if (p->temp <= 0.0f) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < V; i++)
+            if (before(&c[i], &c[best])) best = i;
+        return c[best].id;
+    }
+    int32_t n = V;
+    if (p->top_k > 0 && p->top_k < n) {
+        select_top(c, n, p->top_k);
+        n = p->top_k;
+    }
+    qsort(c, (size_t)n, sizeof(cand), cmp_cand); /* n is small after top-k, else V log V */
+    if (p->top_p < 1.0f) {
+        double sum = 0, cum = 0;
+        for (int32_t i = 0; i < n; i++) sum += exp((double)c[i].logit - c[0].logit);
+        int32_t keep = n;
+        for (int32_t i = 0; i < n; i++) {
+            cum += exp((double)c[i].logit - c[0].logit) / sum;
+            if (cum >= p->top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        n = keep;
+    }
+    if (p->min_p > 0.0f) {
+        const float thr = c[0].logit + logf(p->min_p);
+        int32_t keep = 1;
+        while (keep < n && c[keep].logit >= thr) keep++;
+        n = keep;
+    }
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += exp(((double)c[i].logit - c[0].logit) / p->temp);
+    const double u = rand_unit(s) * sum;
+    double run = 0;
+    for (int32_t i = 0; i < n; i++) {
+        run += exp(((double)c[i].logit - c[0].logit) / p->temp);
+        if (run >= u) return c[i].id;
+    }
+    return c[n - 1].id;
+}
