@@ -38,7 +38,9 @@ static void *worker(void *arg) {
     eng_pool *p = w->p;
     const int ith = w->ith;
     free(w);
-    unsigned seen = atomic_load_explicit(&p->gen, memory_order_acquire);
+    /* gen starts at 0 and only eng_pool_run bumps it; reading it here instead would miss a
+     * task posted before this thread got to run. */
+    unsigned seen = 0;
     for (;;) {
         unsigned g;
         int spins = 0;
