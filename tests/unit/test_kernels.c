@@ -1,0 +1,117 @@
+/*
+ * test_kernels.c - every SIMD vec-dot kernel against its scalar reference, the activation
+ * quantizers, and the thread pool.
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+#include "cpu/threadpool.h"
+#include "quant.h"
+
+static void test_simd_vec_dots_match_scalar_reference(void **state) {
+    (void)state;
+    print_message("  kernels in use: %s\n", eng_cpu_kernel_name());
+    const int types[] = {ENG_TYPE_F32, ENG_TYPE_F16, ENG_TYPE_BF16, ENG_TYPE_Q8_0, ENG_TYPE_Q4_0, ENG_TYPE_Q4_K,
+                         ENG_TYPE_Q5_K, ENG_TYPE_Q6_K, ENG_TYPE_Q4_1, ENG_TYPE_Q5_0, ENG_TYPE_Q5_1};
+    const int64_t K = 2560;
+    float *w = malloc(K * 4), *x = malloc(K * 4);
+    uint8_t *wq = malloc(K * 4), *xq = malloc(K * 4);
+    uint64_t s = 17;
+    for (int trial = 0; trial < 20; trial++) {
+        for (int64_t i = 0; i < K; i++) {
+            w[i] = tu_randn(&s) * (trial % 3 ? 1.0f : 0.01f);
+            x[i] = tu_randn(&s) * (trial % 4 ? 3.0f : 1e-3f);
+        }
+        if (trial == 5) memset(x, 0, K * 4); /* all-zero activations */
+        for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
+            const int t = types[k], act = eng_act_type(t);
+            assert_int_equal(eng_quantize_row(t, w, wq, K), DP_OK);
+            eng_act_quantize(act, x, xq, K);
+            const float ref = eng_vec_dot_ref(t)(K, wq, xq);
+            const float fast = eng_vec_dot_best(t)(K, wq, xq);
+            /* integer block sums are exact; only the float summation order may differ */
+            float wd[2560], xd[2560];
+            eng_dequantize_row(t, wq, wd, K);
+            if (act == ENG_TYPE_F32) memcpy(xd, x, sizeof(xd));
+            else eng_dequantize_row(act, xq, xd, K);
+            double mag = 0;
+            for (int64_t i = 0; i < K; i++) mag += fabs((double)wd[i] * xd[i]);
+            if (fabs((double)fast - ref) > 1e-5 * mag + 1e-30)
+                fail_msg("%s trial %d: simd %.9g vs reference %.9g (sum |w x| %.3g)", eng_type_name(t), trial,
+                         (double)fast, (double)ref, mag);
+            /* and the reference equals the dot of the dequantized rows */
+            double exact = 0;
+            for (int64_t i = 0; i < K; i++) exact += (double)wd[i] * xd[i];
+            if (fabs(exact - ref) > 1e-5 * mag + 1e-30)
+                fail_msg("%s trial %d: reference %.9g vs dequantized dot %.9g", eng_type_name(t), trial, (double)ref,
+                         exact);
+        }
+    }
+    free(w);
+    free(x);
+    free(wq);
+    free(xq);
+}
+
+static void test_q8_0_activation_rounds_half_to_even(void **state) {
+    (void)state; /* llama.cpp's x86 path: q = round_half_even(x * 127 / amax) */
+    float x[32] = {0};
+    x[0] = 127.0f;
+    x[1] = 2.5f;  /* 2.5 * 127/127 = 2.5 -> 2 */
+    x[2] = 3.5f;  /* -> 4 */
+    x[3] = -2.5f; /* -> -2 */
+    eng_block_q8_0 b;
+    eng_act_quantize(ENG_TYPE_Q8_0, x, &b, 32);
+    assert_int_equal(b.qs[1], 2);
+    assert_int_equal(b.qs[2], 4);
+    assert_int_equal(b.qs[3], -2);
+    assert_int_equal(eng_act_type(ENG_TYPE_Q4_K), ENG_TYPE_Q8_K);
+    assert_int_equal(eng_act_type(ENG_TYPE_Q8_0), ENG_TYPE_Q8_0);
+    assert_int_equal(eng_act_type(ENG_TYPE_F16), ENG_TYPE_F16);
+}
+
+typedef struct pool_ctx {
+    _Atomic long sum;
+    int *hits;
+    int n;
+} pool_ctx;
+
+static void task(void *arg, int ith, int nth) {
+    pool_ctx *c = arg;
+    for (int i = c->n * ith / nth; i < c->n * (ith + 1) / nth; i++) {
+        c->hits[i]++;
+        atomic_fetch_add(&c->sum, i);
+    }
+}
+
+static void test_thread_pool_runs_every_slice_once(void **state) {
+    (void)state;
+    for (int threads = 1; threads <= 4; threads++) {
+        eng_pool *p;
+        dp_err err = {0};
+        assert_int_equal(eng_pool_new(threads, &p, &err), DP_OK);
+        assert_int_equal(eng_pool_size(p), threads);
+        pool_ctx c = {0};
+        c.n = 1000;
+        c.hits = calloc(1000, sizeof(int));
+        for (int round = 0; round < 2000; round++) eng_pool_run(p, task, &c); /* first task right after creation */
+        for (int i = 0; i < 1000; i++) assert_int_equal(c.hits[i], 2000);
+        assert_int_equal(atomic_load(&c.sum), 2000L * 999 * 1000 / 2);
+        free(c.hits);
+        eng_pool_free(p);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_simd_vec_dots_match_scalar_reference),
+        cmocka_unit_test(test_q8_0_activation_rounds_half_to_even),
+        cmocka_unit_test(test_thread_pool_runs_every_slice_once),
+    };
+    return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
+}
