@@ -1,0 +1,161 @@
+/*
+ * cmd_bench.c - `docpipe bench -m MODEL [-t N] [-p 512] [-n 64] [--seqs 1,4,16] [-r 2] [--json]`.
+ *
+ * Measures what llama-bench / llama-batched-bench measure, on random tokens: prompt
+ * processing (pp: one prompt of -p tokens in one decode call) and generation (tg: -n steps of
+ * one token per sequence). With --seqs, generation runs with that many sequences at once,
+ * each step one token per sequence, and the aggregate tokens/s is reported per batch size.
+ * The best of -r repetitions is kept.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "engine.h"
+#include "exit_codes.h"
+#include "platform.h"
+
+bool pl_parse_device(const char *v, int *out);
+
+int pl_cmd_bench(int argc, char **argv) {
+    const char *model = NULL, *seqs_arg = "1";
+    uint32_t threads = 0, n_p = 512, n_g = 64, reps = 2;
+    int device = ENG_DEVICE_AUTO;
+    bool json = false, exact = false;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true, takes = true;
+        if (!strcmp(o, "-m") || !strcmp(o, "--model")) ok = (model = v) != NULL;
+        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = pl_parse_u32(o, v, 1, 1024, &threads);
+        else if (!strcmp(o, "-p")) ok = pl_parse_u32(o, v, 0, 1u << 20, &n_p);
+        else if (!strcmp(o, "-n")) ok = pl_parse_u32(o, v, 0, 1u << 20, &n_g);
+        else if (!strcmp(o, "-r")) ok = pl_parse_u32(o, v, 1, 100, &reps);
+        else if (!strcmp(o, "--seqs")) ok = (seqs_arg = v) != NULL;
+        else if (!strcmp(o, "--device")) ok = pl_parse_device(v, &device);
+        else {
+            takes = false;
+            if (!strcmp(o, "--json")) json = true;
+            else if (!strcmp(o, "--exact")) exact = true;
+            else {
+                fprintf(stderr, "docpipe bench: unknown option '%s'\n", o);
+                goto usage;
+            }
+        }
+        if (!ok) return PL_EXIT_USAGE;
+        if (takes) i++;
+    }
+    if (!model) goto usage;
+    uint32_t seqs[16];
+    int n_seqs = 0;
+    for (const char *s = seqs_arg; *s && n_seqs < 16;) {
+        char *end;
+        unsigned long v = strtoul(s, &end, 10);
+        if (end == s || v == 0 || v > 4096) {
+            fprintf(stderr, "docpipe bench: --seqs takes a list like 1,4,16\n");
+            return PL_EXIT_USAGE;
+        }
+        seqs[n_seqs++] = (uint32_t)v;
+        s = *end == ',' ? end + 1 : end;
+    }
+    uint32_t max_seq = 1;
+    for (int i = 0; i < n_seqs; i++) max_seq = seqs[i] > max_seq ? seqs[i] : max_seq;
+    dp_err err = {0};
+    eng_model *m = NULL;
+    eng_context *c = NULL;
+    if (eng_model_load(model, &m, &err)) {
+        fprintf(stderr, "docpipe bench: %s\n", dp_err_msg(&err));
+        return PL_EXIT_CONFIG;
+    }
+    eng_context_params cp = eng_context_default_params();
+    cp.n_ctx = n_p + n_g + 16;
+    cp.n_seq_max = max_seq;
+    cp.n_threads = (int)threads;
+    cp.n_ubatch = 512;
+    cp.device = (eng_device)device;
+    cp.exact = exact;
+    if (eng_context_new(m, &cp, &c, &err)) {
+        fprintf(stderr, "docpipe bench: %s\n", dp_err_msg(&err));
+        eng_model_free(m);
+        return PL_EXIT_CONFIG;
+    }
+    const int32_t V = (int32_t)eng_tokenizer_n_vocab(eng_model_get_tokenizer(m));
+    int32_t *tok = malloc((size_t)(n_p > max_seq ? n_p : max_seq) * 3 * sizeof(int32_t) + 16);
+    uint64_t s = 1234567;
+    for (uint32_t i = 0; i < (n_p > max_seq ? n_p : max_seq); i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (int32_t)((s >> 33) % (uint64_t)(V > 1000 ? V - 1000 : V));
+    }
+    double pp = 0, tg[16] = {0};
+    int rc = PL_EXIT_OK;
+    for (uint32_t r = 0; r < reps; r++) {
+        if (n_p) {
+            eng_seq_clear(c, 0);
+            uint64_t t0 = dp_time_ns();
+            if (eng_decode_sequence(c, 0, tok, (int32_t)n_p, 0, &err)) goto fail;
+            double v = n_p / ((double)(dp_time_ns() - t0) / 1e9);
+            if (v > pp) pp = v;
+        }
+        for (int k = 0; k < n_seqs && n_g; k++) {
+            const uint32_t B = seqs[k];
+            int32_t *bt = tok + n_p + B, *bp = bt + B, *bs = bp + B;
+            (void)bs;
+            int32_t *tk = malloc(B * 3 * sizeof(int32_t));
+            int8_t *want = malloc(B);
+            int32_t *ps = tk + B, *sq = ps + B;
+            (void)bt;
+            (void)bp;
+            for (uint32_t q = 0; q < B; q++) {
+                eng_seq_clear(c, (int32_t)q);
+                tk[q] = tok[q % (n_p ? n_p : 1)];
+                ps[q] = 0;
+                sq[q] = (int32_t)q;
+                want[q] = 1;
+            }
+            uint64_t t0 = dp_time_ns();
+            for (uint32_t step = 0; step < n_g; step++) {
+                eng_batch b = {(int32_t)B, tk, ps, sq, want};
+                if (eng_decode(c, &b, &err)) {
+                    free(tk);
+                    free(want);
+                    goto fail;
+                }
+                for (uint32_t q = 0; q < B; q++) {
+                    tk[q] = eng_argmax(eng_get_logits(c, (int32_t)q), V);
+                    ps[q]++;
+                }
+            }
+            double v = (double)B * n_g / ((double)(dp_time_ns() - t0) / 1e9);
+            if (v > tg[k]) tg[k] = v;
+            free(tk);
+            free(want);
+        }
+    }
+    const eng_model_info *in = eng_model_get_info(m);
+    if (json) {
+        printf("{\"model\": \"%s\", \"architecture\": \"%s\", \"backend\": \"%s\", \"threads\": %d, "
+               "\"n_prompt\": %u, \"n_gen\": %u, \"pp_tok_s\": %.3f, \"tg_tok_s\": %.3f, \"tg_by_seqs\": {",
+               model, in->arch_name, eng_context_backend_name(c), cp.n_threads ? cp.n_threads : dp_cpu_count(), n_p,
+               n_g, pp, tg[0]);
+        for (int k = 0; k < n_seqs; k++) printf("%s\"%u\": %.3f", k ? ", " : "", seqs[k], tg[k]);
+        printf("}}\n");
+    } else {
+        printf("model     %s (%s, %.2f GiB of weights)\nbackend   %s\n", model, in->arch_name,
+               (double)in->weight_bytes / (1 << 30), eng_context_backend_name(c));
+        printf("pp%-5u   %10.2f tok/s\n", n_p, pp);
+        for (int k = 0; k < n_seqs; k++)
+            printf("tg%-5u   %10.2f tok/s aggregate with %u sequence%s\n", n_g, tg[k], seqs[k], seqs[k] > 1 ? "s" : "");
+    }
+    goto done;
+fail:
+    fprintf(stderr, "docpipe bench: %s\n", dp_err_msg(&err));
+    rc = PL_EXIT_CONFIG;
+done:
+    free(tok);
+    eng_context_free(c);
+    eng_model_free(m);
+    return rc;
+usage:
+    fprintf(stderr, "usage: docpipe bench -m MODEL.gguf [-t N] [-p 512] [-n 64] [--seqs 1,4,16] [-r 2] [--json]\n");
+    return PL_EXIT_USAGE;
+}

@@ -1,0 +1,193 @@
+/*
+ * cmd_generate.c - `docpipe generate`: one prompt, streamed like llama-cli.
+ *
+ *   docpipe generate -m MODEL (-p PROMPT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P]
+ *                    [--min-p P] [--repeat-penalty R] [--presence-penalty P]
+ *                    [--frequency-penalty F] [-s SEED] [--chat] [--system S] [--think]
+ *                    [-c N] [-t N] [--device cpu|auto|cuda] [--exact]
+ *
+ * With --chat the prompt is the user message of a ChatML conversation rendered for the
+ * model's template family, thinking off unless --think (model-spec 6). Generation stops at
+ * an end-of-generation token or after -n tokens. Text streams to stdout as complete UTF-8;
+ * a timing line goes to stderr.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "engine.h"
+#include "exit_codes.h"
+#include "platform.h"
+
+static bool parse_f(const char *opt, const char *v, float *out) {
+    char *end;
+    if (!v) {
+        fprintf(stderr, "docpipe: %s needs a value\n", opt);
+        return false;
+    }
+    *out = strtof(v, &end);
+    if (end == v || *end) {
+        fprintf(stderr, "docpipe: %s: '%s' is not a number\n", opt, v);
+        return false;
+    }
+    return true;
+}
+
+bool pl_parse_device(const char *v, int *out) {
+    if (!v) return false;
+    if (!strcmp(v, "cpu")) *out = ENG_DEVICE_CPU;
+    else if (!strcmp(v, "cuda")) *out = ENG_DEVICE_CUDA;
+    else if (!strcmp(v, "auto")) *out = ENG_DEVICE_AUTO;
+    else {
+        fprintf(stderr, "docpipe: --device must be cpu, cuda or auto (got '%s')\n", v);
+        return false;
+    }
+    return true;
+}
+
+int pl_cmd_generate(int argc, char **argv) {
+    const char *model = NULL, *prompt = NULL, *file = NULL, *system = NULL;
+    uint32_t n_pred = 128, n_ctx = 4096, threads = 0, seed = 0xFFFFFFFFu;
+    int device = ENG_DEVICE_AUTO;
+    bool chat = false, think = false, exact = false;
+    eng_sampler_params sp = eng_sampler_default_params();
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true, takes = true;
+        if (!strcmp(o, "-m") || !strcmp(o, "--model")) ok = (model = v) != NULL;
+        else if (!strcmp(o, "-p") || !strcmp(o, "--prompt")) ok = (prompt = v) != NULL;
+        else if (!strcmp(o, "-f") || !strcmp(o, "--file")) ok = (file = v) != NULL;
+        else if (!strcmp(o, "--system")) ok = (system = v) != NULL;
+        else if (!strcmp(o, "-n") || !strcmp(o, "--n-predict")) ok = pl_parse_u32(o, v, 0, 1u << 24, &n_pred);
+        else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) ok = pl_parse_u32(o, v, 16, 1u << 24, &n_ctx);
+        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = pl_parse_u32(o, v, 1, 1024, &threads);
+        else if (!strcmp(o, "-s") || !strcmp(o, "--seed")) ok = pl_parse_u32(o, v, 0, UINT32_MAX, &seed);
+        else if (!strcmp(o, "--temp")) ok = parse_f(o, v, &sp.temp);
+        else if (!strcmp(o, "--top-k")) {
+            uint32_t k;
+            ok = pl_parse_u32(o, v, 0, 1u << 24, &k);
+            sp.top_k = (int32_t)k;
+        } else if (!strcmp(o, "--top-p")) ok = parse_f(o, v, &sp.top_p);
+        else if (!strcmp(o, "--min-p")) ok = parse_f(o, v, &sp.min_p);
+        else if (!strcmp(o, "--repeat-penalty")) ok = parse_f(o, v, &sp.repeat_penalty);
+        else if (!strcmp(o, "--presence-penalty")) ok = parse_f(o, v, &sp.presence_penalty);
+        else if (!strcmp(o, "--frequency-penalty")) ok = parse_f(o, v, &sp.frequency_penalty);
+        else if (!strcmp(o, "--device")) ok = pl_parse_device(v, &device);
+        else {
+            takes = false;
+            if (!strcmp(o, "--chat")) chat = true;
+            else if (!strcmp(o, "--think")) think = true;
+            else if (!strcmp(o, "--exact")) exact = true;
+            else {
+                fprintf(stderr, "docpipe generate: unknown option '%s'\n", o);
+                goto usage;
+            }
+        }
+        if (!ok) return PL_EXIT_USAGE;
+        if (takes) i++;
+    }
+    if (!model || (!prompt && !file) || (prompt && file)) goto usage;
+    dp_err err = {0};
+    char *text = NULL;
+    size_t len = 0;
+    if (file) {
+        if (dp_file_read_all(file, (size_t)1 << 30, &text, &len, &err)) {
+            fprintf(stderr, "docpipe generate: %s\n", dp_err_msg(&err));
+            return PL_EXIT_NOINPUT;
+        }
+        prompt = text;
+    }
+    uint64_t t_load = dp_time_ns();
+    eng_model *m = NULL;
+    eng_context *c = NULL;
+    eng_sampler *smp = NULL;
+    eng_tokens ids = {0};
+    dp_buf rendered;
+    dp_buf_init(&rendered, (size_t)1 << 30);
+    int rc = PL_EXIT_OK;
+    if (eng_model_load(model, &m, &err)) {
+        fprintf(stderr, "docpipe generate: %s\n", dp_err_msg(&err));
+        free(text);
+        return PL_EXIT_CONFIG;
+    }
+    const eng_tokenizer *tok = eng_model_get_tokenizer(m);
+    eng_context_params cp = eng_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_threads = (int)threads;
+    cp.device = (eng_device)device;
+    cp.exact = exact;
+    if (seed == 0xFFFFFFFFu) seed = (uint32_t)dp_time_ns();
+    sp.seed = seed;
+    if (eng_context_new(m, &cp, &c, &err) ||
+        eng_sampler_new(&sp, (int32_t)eng_model_get_info(m)->n_vocab, &smp, &err)) {
+        fprintf(stderr, "docpipe generate: %s\n", dp_err_msg(&err));
+        rc = PL_EXIT_CONFIG;
+        goto done;
+    }
+    if (chat) {
+        eng_chat_msg msgs[2];
+        size_t n = 0;
+        if (system) msgs[n++] = (eng_chat_msg){"system", system};
+        msgs[n++] = (eng_chat_msg){"user", prompt};
+        if (eng_chat_render(eng_model_chat_kind(m), msgs, n, true, think, &rendered, &err)) {
+            fprintf(stderr, "docpipe generate: %s\n", dp_err_msg(&err));
+            rc = PL_EXIT_CONFIG;
+            goto done;
+        }
+        prompt = (const char *)rendered.data;
+        len = rendered.len;
+    } else if (!file) {
+        len = strlen(prompt);
+    }
+    if (eng_tokenize(tok, NULL, prompt, len, true, true, &ids, &err)) {
+        fprintf(stderr, "docpipe generate: %s\n", dp_err_msg(&err));
+        rc = PL_EXIT_DATAERR;
+        goto done;
+    }
+    if (ids.n == 0 || ids.n >= n_ctx) {
+        fprintf(stderr, "docpipe generate: the prompt has %zu tokens; the context holds %u\n", ids.n, n_ctx);
+        rc = PL_EXIT_USAGE;
+        goto done;
+    }
+    for (size_t i = 0; i < ids.n; i++) eng_sampler_accept(smp, ids.ids[i]);
+    const double load_s = (double)(dp_time_ns() - t_load) / 1e9;
+    uint64_t t0 = dp_time_ns();
+    if (eng_decode_sequence(c, 0, ids.ids, (int32_t)ids.n, 0, &err)) goto decode_fail;
+    const double pp_s = (double)(dp_time_ns() - t0) / 1e9;
+    uint64_t t1 = dp_time_ns();
+    eng_detok d = {0};
+    uint8_t buf[1024];
+    uint32_t n_gen = 0;
+    for (; n_gen < n_pred && ids.n + n_gen < n_ctx; n_gen++) {
+        int32_t next = eng_sampler_sample(smp, eng_get_logits(c, 0));
+        if (eng_token_is_eog(tok, next)) break;
+        eng_sampler_accept(smp, next);
+        size_t k = eng_detok_push(tok, &d, next, false, buf, sizeof(buf));
+        fwrite(buf, 1, k, stdout);
+        fflush(stdout);
+        if (eng_decode_sequence(c, 0, &next, 1, (int32_t)(ids.n + n_gen), &err)) goto decode_fail;
+    }
+    size_t k = eng_detok_flush(&d, buf);
+    fwrite(buf, 1, k, stdout);
+    putchar('\n');
+    const double tg_s = (double)(dp_time_ns() - t1) / 1e9;
+    fprintf(stderr, "generate: %s | load %.2f s | prompt %zu tokens, %.2f tok/s | generated %u tokens, %.2f tok/s | seed %u\n",
+            eng_context_backend_name(c), load_s, ids.n, (double)ids.n / pp_s, n_gen, n_gen ? n_gen / tg_s : 0.0, seed);
+    goto done;
+decode_fail:
+    fprintf(stderr, "docpipe generate: %s\n", dp_err_msg(&err));
+    rc = PL_EXIT_CONFIG;
+done:
+    dp_buf_free(&rendered);
+    eng_tokens_free(&ids);
+    eng_sampler_free(smp);
+    eng_context_free(c);
+    eng_model_free(m);
+    free(text);
+    return rc;
+usage:
+    fprintf(stderr, "usage: docpipe generate -m MODEL.gguf (-p PROMPT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P]\n"
+                    "       [--min-p P] [--repeat-penalty R] [-s SEED] [--chat] [--system S] [--think] [-c N] [-t N]\n");
+    return PL_EXIT_USAGE;
+}
