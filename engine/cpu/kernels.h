@@ -28,6 +28,13 @@ void eng_act_quantize(int act_type, const float *x, void *y, int64_t k);
 /* sum_i w[i] * x[i] over k elements: w a weight row of weight_type, x an activation row. */
 typedef float (*eng_vec_dot_fn)(int64_t k, const void *w, const void *x);
 
+/* One weight row against 4 activation rows at once (x, x + x_stride, ...): the weight blocks
+ * are decoded once for all four, which is what makes prompt and batch products compute-bound
+ * rather than decode-bound. out[j] = vec_dot(k, w, x + j * x_stride). */
+typedef void (*eng_vec_dot4_fn)(int64_t k, const void *w, const void *x, size_t x_stride, float out[4]);
+/* NULL when the CPU or type has no 4-row kernel. */
+eng_vec_dot4_fn eng_vec_dot4_best(int weight_type);
+
 /* The scalar reference for a weight type (never NULL for a supported type). */
 eng_vec_dot_fn eng_vec_dot_ref(int weight_type);
 /* The fastest implementation this CPU runs. */

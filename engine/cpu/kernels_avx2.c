@@ -202,6 +202,110 @@ static float dot_q6_k(int64_t k, const void *w, const void *x) {
     return sum;
 }
 
+/* ---- one weight row x 4 activation rows ------------------------------------------------- */
+
+static void dot4_q8_0(int64_t k, const void *w, const void *x, size_t xs, float out[4]) {
+    const eng_block_q8_0 *a = w;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < k / 32; i++) {
+        const __m256i qa = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        const __m256i ax = _mm256_sign_epi8(qa, qa);
+        const float da = eng_f16_to_f32(a[i].d);
+        for (int j = 0; j < 4; j++) {
+            const eng_block_q8_0 *b = (const eng_block_q8_0 *)(const void *)((const uint8_t *)x + j * xs) + i;
+            const __m256i sy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)b->qs), qa);
+            const __m256 d = _mm256_set1_ps(da * eng_f16_to_f32(b->d));
+            acc[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_u8_i8(ax, sy)), acc[j]);
+        }
+    }
+    for (int j = 0; j < 4; j++) out[j] = hsum8(acc[j]);
+}
+
+static void dot4_q4_k(int64_t k, const void *w, const void *x, size_t xs, float out[4]) {
+    const eng_block_q4_k *a = w;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    float sum[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < k / 256; i++) {
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; j++) scale_min_k4(j, a[i].scales, &sc[j], &mn[j]);
+        __m256i sumi[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                           _mm256_setzero_si256()};
+        const eng_block_q8_k *b[4];
+        for (int j = 0; j < 4; j++) b[j] = (const eng_block_q8_k *)(const void *)((const uint8_t *)x + j * xs) + i;
+        const uint8_t *q = a[i].qs;
+        for (int c = 0; c < 4; c++, q += 32) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)q);
+            const __m256i lo = _mm256_and_si256(raw, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            const __m256i s0 = _mm256_set1_epi16((int16_t)sc[2 * c]), s1 = _mm256_set1_epi16((int16_t)sc[2 * c + 1]);
+            for (int j = 0; j < 4; j++) {
+                const int8_t *y = b[j]->qs + 64 * c;
+                const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y));
+                const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)));
+                sumi[j] = _mm256_add_epi32(sumi[j], _mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1)));
+            }
+        }
+        const float d = eng_f16_to_f32(a[i].d), dmin = eng_f16_to_f32(a[i].dmin);
+        for (int j = 0; j < 4; j++) {
+            int summ = 0;
+            for (int s = 0; s < 8; s++) summ += mn[s] * (b[j]->bsums[2 * s] + b[j]->bsums[2 * s + 1]);
+            sum[j] += b[j]->d * (d * (float)hsum_i32_8(sumi[j]) - dmin * (float)summ);
+        }
+    }
+    for (int j = 0; j < 4; j++) out[j] = sum[j];
+}
+
+static void dot4_q6_k(int64_t k, const void *w, const void *x, size_t xs, float out[4]) {
+    const eng_block_q6_k *a = w;
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
+    float sum[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < k / 256; i++) {
+        const uint8_t *ql = a[i].ql, *qh = a[i].qh;
+        const int8_t *sc = a[i].scales;
+        const eng_block_q8_k *b[4];
+        for (int j = 0; j < 4; j++) b[j] = (const eng_block_q8_k *)(const void *)((const uint8_t *)x + j * xs) + i;
+        __m256i sumi[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                           _mm256_setzero_si256()};
+        for (int half = 0; half < 2; half++, ql += 64, qh += 32, sc += 8) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
+            for (int part = 0; part < 4; part++) {
+                const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * part + 1]), _mm_set1_epi16(sc[2 * part]));
+                for (int j = 0; j < 4; j++) {
+                    const __m256i yv = _mm256_loadu_si256((const __m256i *)(b[j]->qs + 128 * half + 32 * part));
+                    sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q[part], yv), scales));
+                }
+            }
+        }
+        const float d = eng_f16_to_f32(a[i].d);
+        for (int j = 0; j < 4; j++) {
+            int corr = 0;
+            for (int s = 0; s < 16; s++) corr += a[i].scales[s] * b[j]->bsums[s];
+            sum[j] += b[j]->d * d * (float)(hsum_i32_8(sumi[j]) - 32 * corr);
+        }
+    }
+    for (int j = 0; j < 4; j++) out[j] = sum[j];
+}
+
+eng_vec_dot4_fn eng_vec_dot4_avx2(int wt);
+eng_vec_dot4_fn eng_vec_dot4_avx2(int wt) {
+    switch (wt) {
+    case ENG_TYPE_Q8_0: return dot4_q8_0;
+    case ENG_TYPE_Q4_K: return dot4_q4_k;
+    case ENG_TYPE_Q6_K: return dot4_q6_k;
+    default: return NULL;
+    }
+}
+
 eng_vec_dot_fn eng_vec_dot_avx2(int wt);
 eng_vec_dot_fn eng_vec_dot_avx2(int wt) {
     switch (wt) {

@@ -15,6 +15,7 @@ void eng_cpu_force_scalar(bool on) { g_force_scalar = on; }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 eng_vec_dot_fn eng_vec_dot_avx2(int weight_type);
+eng_vec_dot4_fn eng_vec_dot4_avx2(int weight_type);
 static bool have_avx2(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
@@ -30,6 +31,14 @@ eng_vec_dot_fn eng_vec_dot_best(int wt) {
     }
 #endif
     return eng_vec_dot_ref(wt);
+}
+
+eng_vec_dot4_fn eng_vec_dot4_best(int wt) {
+#ifdef DP_HAVE_X86
+    if (!g_force_scalar && have_avx2()) return eng_vec_dot4_avx2(wt);
+#endif
+    (void)wt;
+    return NULL;
 }
 
 const char *eng_cpu_kernel_name(void) {

@@ -58,6 +58,43 @@ static void test_simd_vec_dots_match_scalar_reference(void **state) {
     free(xq);
 }
 
+static void test_four_row_kernels_match_single_row_reference(void **state) {
+    (void)state;
+    const int types[] = {ENG_TYPE_Q8_0, ENG_TYPE_Q4_K, ENG_TYPE_Q6_K, ENG_TYPE_Q5_K, ENG_TYPE_F16};
+    const int64_t K = 1024;
+    float w[1024], x[4][1024];
+    uint8_t wq[4096], xq[4][4096];
+    uint64_t s = 99;
+    int tested = 0;
+    for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
+        const int t = types[k], act = eng_act_type(t);
+        eng_vec_dot4_fn f4 = eng_vec_dot4_best(t);
+        if (!f4) continue;
+        tested++;
+        for (int trial = 0; trial < 10; trial++) {
+            for (int64_t i = 0; i < K; i++) w[i] = tu_randn(&s);
+            eng_quantize_row(t, w, wq, K);
+            const size_t stride = eng_act_row_size(act, K);
+            uint8_t *rows = malloc(4 * stride);
+            for (int j = 0; j < 4; j++) {
+                for (int64_t i = 0; i < K; i++) x[j][i] = tu_randn(&s) * (float)(j + 1);
+                eng_act_quantize(act, x[j], rows + j * stride, K);
+            }
+            float out[4];
+            f4(K, wq, rows, stride, out);
+            for (int j = 0; j < 4; j++) {
+                float ref = eng_vec_dot_ref(t)(K, wq, rows + j * stride);
+                if (fabsf(out[j] - ref) > 1e-4f * (fabsf(ref) + 10.0f))
+                    fail_msg("%s row %d: 4-row kernel %.7g, reference %.7g", eng_type_name(t), j, (double)out[j],
+                             (double)ref);
+            }
+            free(rows);
+        }
+    }
+    print_message("  %d weight types have a 4-row kernel on this CPU\n", tested);
+    (void)xq;
+}
+
 static void test_q8_0_activation_rounds_half_to_even(void **state) {
     (void)state; /* llama.cpp's x86 path: q = round_half_even(x * 127 / amax) */
     float x[32] = {0};
@@ -110,6 +147,7 @@ static void test_thread_pool_runs_every_slice_once(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_simd_vec_dots_match_scalar_reference),
+        cmocka_unit_test(test_four_row_kernels_match_single_row_reference),
         cmocka_unit_test(test_q8_0_activation_rounds_half_to_even),
         cmocka_unit_test(test_thread_pool_runs_every_slice_once),
     };
