@@ -198,7 +198,7 @@ static void attn_heads(void *arg, int ith, int nth) {
             if (a->kv_type == ENG_TYPE_F32) {
                 s = eng_dot_f32(q, (const float *)a->k + off, hd);
             } else {
-                for (int j = 0; j < hd; j++) krow[j] = eng_f16_to_f32(((const eng_f16 *)a->k)[off + j]);
+                eng_f16_to_f32_row((const eng_f16 *)a->k + off, krow, hd);
                 s = eng_dot_f32(q, krow, hd);
             }
             s *= a->scale;
@@ -219,8 +219,8 @@ static void attn_heads(void *arg, int ith, int nth) {
                 const float *vr = (const float *)a->v + off;
                 for (int j = 0; j < hd; j++) acc[j] += w * vr[j];
             } else {
-                const eng_f16 *vr = (const eng_f16 *)a->v + off;
-                for (int j = 0; j < hd; j++) acc[j] += w * eng_f16_to_f32(vr[j]);
+                eng_f16_to_f32_row((const eng_f16 *)a->v + off, krow, hd);
+                for (int j = 0; j < hd; j++) acc[j] += w * krow[j];
             }
         }
         memcpy(a->out + (size_t)t * a->ldo + (size_t)h * hd, acc, (size_t)hd * 4);
@@ -293,6 +293,7 @@ static void dn_heads(void *arg, int ith, int nth) {
     const eng_deltanet_args *a = d->a;
     const int dk = a->dk, dv = a->dv, ch_n = 2 * a->n_k * dk + a->n_v * dv;
     const int h0 = a->n_v * ith / nth, h1 = a->n_v * (ith + 1) / nth;
+    const eng_delta_step_fn step = d->c->exact ? eng_delta_step_ref : eng_delta_step_best();
     float *buf = thread_scratch(d->c, ith, (size_t)dv);
     if (!buf) return;
     for (int h = h0; h < h1; h++) {
@@ -306,21 +307,7 @@ static void dn_heads(void *arg, int ith, int nth) {
             const float decay = expf(g);
             float *S = a->ssm_state + ((size_t)a->seq[t] * a->n_v + h) * (size_t)dv * dk;
             float *o = buf;
-            for (int j = 0; j < dv; j++) {
-                float *Sj = S + (size_t)j * dk;
-                float u = 0;
-                for (int i = 0; i < dk; i++) {
-                    Sj[i] *= decay;
-                    u += Sj[i] * k[i];
-                }
-                const float delta = beta * (v[j] - u);
-                float oj = 0;
-                for (int i = 0; i < dk; i++) {
-                    Sj[i] += k[i] * delta;
-                    oj += Sj[i] * q[i];
-                }
-                o[j] = oj;
-            }
+            step(S, k, v, q, decay, beta, dk, dv, o);
             /* gated RMSNorm: RMSNorm(o; ssm_norm) * silu(z) */
             double ss = 0;
             for (int j = 0; j < dv; j++) ss += (double)o[j] * o[j];

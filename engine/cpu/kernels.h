@@ -44,6 +44,16 @@ const char *eng_cpu_kernel_name(void);
 /* Forces the scalar kernels (tests and --exact comparisons). */
 void eng_cpu_force_scalar(bool on);
 
+/* One Gated DeltaNet step for one value head (model-spec 4.9 step 6). S is [dv][dk] (row j =
+ * column j of the state): S *= decay; u = S k; delta = beta (v - u); S += delta k^T; o = S q. */
+typedef void (*eng_delta_step_fn)(float *S, const float *k, const float *v, const float *q, float decay, float beta,
+                                  int dk, int dv, float *o);
+void eng_delta_step_ref(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
+                        int dv, float *o);
+eng_delta_step_fn eng_delta_step_best(void);
+/* Converts n halves to floats. */
+void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n);
+
 /* f32 dot product (8 independent partial sums, then summed: deterministic). */
 float eng_dot_f32(const float *a, const float *b, int64_t n);
 

@@ -10,6 +10,8 @@
 #include "kernels.h"
 #include "quant.h"
 
+static inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+
 static inline float hsum8(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
     lo = _mm_add_ps(lo, hi);
@@ -65,7 +67,7 @@ static float dot_f16(int64_t k, const void *w, const void *x) {
         s1 = _mm256_fmadd_ps(a1, b1, s1);
     }
     float s = hsum8(_mm256_add_ps(s0, s1));
-    for (; i < k; i++) s += eng_f16_to_f32(a[i]) * eng_f16_to_f32(b[i]);
+    for (; i < k; i++) s += f16(a[i]) * f16(b[i]);
     return s;
 }
 
@@ -75,7 +77,7 @@ static float dot_q8_0(int64_t k, const void *w, const void *x) {
     for (int64_t i = 0; i < k / 32; i++) {
         const __m256i qa = _mm256_loadu_si256((const __m256i *)a[i].qs);
         const __m256i qb = _mm256_loadu_si256((const __m256i *)b[i].qs);
-        const __m256 d = _mm256_set1_ps(eng_f16_to_f32(a[i].d) * eng_f16_to_f32(b[i].d));
+        const __m256 d = _mm256_set1_ps(f16(a[i].d) * f16(b[i].d));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_i8_i8(qa, qb)), acc);
     }
     return hsum8(acc);
@@ -91,57 +93,121 @@ static float dot_q4_0(int64_t k, const void *w, const void *x) {
         __m256i q = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
         q = _mm256_sub_epi8(_mm256_and_si256(q, lowmask), eight);
         const __m256i qb = _mm256_loadu_si256((const __m256i *)b[i].qs);
-        const __m256 d = _mm256_set1_ps(eng_f16_to_f32(a[i].d) * eng_f16_to_f32(b[i].d));
+        const __m256 d = _mm256_set1_ps(f16(a[i].d) * f16(b[i].d));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_i8_i8(q, qb)), acc);
     }
     return hsum8(acc);
 }
 
-static inline void scale_min_k4(int j, const uint8_t *s, int *sc, int *mn) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+/* The 12 packed bytes of Q4_K/Q5_K scales -> 8 scales then 8 mins as bytes (6 bits each). */
+static inline void unpack_scales_k4(const uint8_t *s, uint32_t u[4]) {
+    const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
+    uint32_t a[3];
+    memcpy(a, s, 12);
+    u[0] = a[0] & m1;
+    u[1] = (a[2] & m2) | (((a[0] >> 6) & m3) << 4);
+    u[2] = a[1] & m1;
+    u[3] = ((a[2] >> 4) & m2) | (((a[1] >> 6) & m3) << 4);
+}
+
+/* Per super-block state shared by the 1-row and 4-row kernels, so both compute bit-identical
+ * results: acc += (d_a * d) * sumi (8 lanes), accm += (-d_a * dmin) * (mins . bsums) (4 lanes). */
+typedef struct k_acc {
+    __m256 acc;
+    __m128 accm;
+} k_acc;
+
+static inline void k4_finish(k_acc *a, const eng_block_q8_k *y, float d, float dmin, __m256i sumi, __m128i mins16) {
+    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums),
+                                      _mm_loadu_si128((const __m128i *)(y->bsums + 8)));
+    const __m128i pm = _mm_madd_epi16(mins16, bs);
+    a->acc = _mm256_fmadd_ps(_mm256_set1_ps(y->d * d), _mm256_cvtepi32_ps(sumi), a->acc);
+    a->accm = _mm_fmadd_ps(_mm_set1_ps(-y->d * dmin), _mm_cvtepi32_ps(pm), a->accm);
+}
+
+static inline float k_result(const k_acc *a) {
+    __m128 m = a->accm;
+    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return hsum8(a->acc) + _mm_cvtss_f32(m);
+}
+
+static inline __m256i q4k_sumi(const uint8_t *q, const int8_t *y, const int16_t sc[8], const __m256i m4) {
+    __m256i sumi = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++, q += 32, y += 64) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)q);
+        const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y));
+        const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)));
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])),
+                                                       _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1]))));
     }
+    return sumi;
+}
+
+static inline void q4k_scales(const uint8_t *packed, int16_t sc[8], __m128i *mins16) {
+    uint32_t u[4];
+    unpack_scales_k4(packed, u);
+    const __m128i v = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[1], (int)u[0]));
+    _mm_storeu_si128((__m128i *)sc, v);
+    *mins16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
 }
 
 static float dot_q4_k(int64_t k, const void *w, const void *x) {
     const eng_block_q4_k *a = w;
     const eng_block_q8_k *b = x;
     const __m256i m4 = _mm256_set1_epi8(0xF);
-    float sum = 0;
+    k_acc acc = {_mm256_setzero_ps(), _mm_setzero_ps()};
     for (int64_t i = 0; i < k / 256; i++) {
-        int sc[8], mn[8];
-        for (int j = 0; j < 8; j++) scale_min_k4(j, a[i].scales, &sc[j], &mn[j]);
-        __m256i sumi = _mm256_setzero_si256();
-        const uint8_t *q = a[i].qs;
-        const int8_t *y = b[i].qs;
-        for (int c = 0; c < 4; c++, q += 32, y += 64) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)q);
-            const __m256i lo = _mm256_and_si256(raw, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y));
-            const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p0, _mm256_set1_epi16((int16_t)sc[2 * c])));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p1, _mm256_set1_epi16((int16_t)sc[2 * c + 1])));
-        }
-        int summ = 0;
-        for (int j = 0; j < 8; j++) summ += mn[j] * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
-        sum += b[i].d * (eng_f16_to_f32(a[i].d) * (float)hsum_i32_8(sumi) - eng_f16_to_f32(a[i].dmin) * (float)summ);
+        int16_t sc[8];
+        __m128i mins16;
+        q4k_scales(a[i].scales, sc, &mins16);
+        k4_finish(&acc, &b[i], f16(a[i].d), f16(a[i].dmin), q4k_sumi(a[i].qs, b[i].qs, sc, m4), mins16);
     }
-    return sum;
+    return k_result(&acc);
+}
+
+static void dot4_q4_k(int64_t k, const void *w, const void *x, size_t xs, float out[4]) {
+    const eng_block_q4_k *a = w;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    k_acc acc[4];
+    for (int j = 0; j < 4; j++) acc[j] = (k_acc){_mm256_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t i = 0; i < k / 256; i++) {
+        int16_t sc[8];
+        __m128i mins16;
+        q4k_scales(a[i].scales, sc, &mins16);
+        const float d = f16(a[i].d), dmin = f16(a[i].dmin);
+        /* decode the 4-bit weights once, then four activation rows */
+        __m256i lo[4], hi[4];
+        for (int c = 0; c < 4; c++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * c));
+            lo[c] = _mm256_and_si256(raw, m4);
+            hi[c] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        }
+        for (int j = 0; j < 4; j++) {
+            const eng_block_q8_k *y = (const eng_block_q8_k *)(const void *)((const uint8_t *)x + j * xs) + i;
+            __m256i sumi = _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++) {
+                const __m256i p0 = _mm256_maddubs_epi16(lo[c], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
+                const __m256i p1 = _mm256_maddubs_epi16(hi[c], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])),
+                                                               _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1]))));
+            }
+            k4_finish(&acc[j], y, d, dmin, sumi, mins16);
+        }
+    }
+    for (int j = 0; j < 4; j++) out[j] = k_result(&acc[j]);
 }
 
 static float dot_q5_k(int64_t k, const void *w, const void *x) {
     const eng_block_q5_k *a = w;
     const eng_block_q8_k *b = x;
     const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
-    float sum = 0;
+    k_acc acc = {_mm256_setzero_ps(), _mm_setzero_ps()};
     for (int64_t i = 0; i < k / 256; i++) {
-        int sc[8], mn[8];
-        for (int j = 0; j < 8; j++) scale_min_k4(j, a[i].scales, &sc[j], &mn[j]);
+        int16_t sc[8];
+        __m128i mins16;
+        q4k_scales(a[i].scales, sc, &mins16);
         __m256i sumi = _mm256_setzero_si256();
         const uint8_t *q = a[i].qs;
         const int8_t *y = b[i].qs;
@@ -154,52 +220,76 @@ static float dot_q5_k(int64_t k, const void *w, const void *x) {
             const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), _mm256_slli_epi16(h1, 4));
             const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y));
             const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p0, _mm256_set1_epi16((int16_t)sc[2 * c])));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p1, _mm256_set1_epi16((int16_t)sc[2 * c + 1])));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])),
+                                                           _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1]))));
         }
-        int summ = 0;
-        for (int j = 0; j < 8; j++) summ += mn[j] * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
-        sum += b[i].d * (eng_f16_to_f32(a[i].d) * (float)hsum_i32_8(sumi) - eng_f16_to_f32(a[i].dmin) * (float)summ);
+        k4_finish(&acc, &b[i], f16(a[i].d), f16(a[i].dmin), sumi, mins16);
     }
-    return sum;
+    return k_result(&acc);
 }
 
-/* Q6_K: q6 in [0, 63] times q8, minus 32 * sum(q8) per sub-block (from bsums), times scale. */
+/* Q6_K: sum over sub-blocks of sc * sum (q6 - 32) * q8 = sc * (sum q6 * q8) - 32 * sc * bsum. */
+static inline void q6k_decode(const eng_block_q6_k *a, __m256i q[8]) {
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
+    for (int half = 0; half < 2; half++) {
+        const uint8_t *ql = a->ql + 64 * half, *qh = a->qh + 32 * half;
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+        const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+        __m256i *o = q + 4 * half;
+        o[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+        o[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
+        o[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
+        o[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
+    }
+}
+
+static inline void q6k_block(k_acc *acc, const eng_block_q6_k *a, const __m256i q[8], const __m256i sc16[8],
+                             const __m256i scales_all, const eng_block_q8_k *y) {
+    __m256i sumi = _mm256_setzero_si256();
+    for (int p = 0; p < 8; p++) {
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * p));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[p], yv), sc16[p]));
+    }
+    /* 32 * sum_s sc_s * bsum_s, as 8 lanes */
+    const __m256i corr = _mm256_madd_epi16(scales_all, _mm256_loadu_si256((const __m256i *)y->bsums));
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(corr, 5));
+    acc->acc = _mm256_fmadd_ps(_mm256_set1_ps(y->d * f16(a->d)), _mm256_cvtepi32_ps(sumi), acc->acc);
+}
+
+static inline void q6k_scales(const eng_block_q6_k *a, __m256i sc16[8], __m256i *all) {
+    for (int p = 0; p < 8; p++)
+        sc16[p] = _mm256_set_m128i(_mm_set1_epi16(a->scales[2 * p + 1]), _mm_set1_epi16(a->scales[2 * p]));
+    *all = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->scales));
+}
+
 static float dot_q6_k(int64_t k, const void *w, const void *x) {
     const eng_block_q6_k *a = w;
     const eng_block_q8_k *b = x;
-    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
-    float sum = 0;
+    k_acc acc = {_mm256_setzero_ps(), _mm_setzero_ps()};
     for (int64_t i = 0; i < k / 256; i++) {
-        const uint8_t *ql = a[i].ql, *qh = a[i].qh;
-        const int8_t *sc = a[i].scales, *y = b[i].qs;
-        __m256i sumi = _mm256_setzero_si256();
-        for (int half = 0; half < 2; half++, ql += 64, qh += 32, sc += 8, y += 128) {
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
-            __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
-            for (int part = 0; part < 4; part++) {
-                const __m256i yv = _mm256_loadu_si256((const __m256i *)(y + 32 * part));
-                const __m256i p = _mm256_maddubs_epi16(q[part], yv); /* 16 x i16, each two products */
-                /* the first 8 i16 lanes cover elements 0..15 (scale is + 2 part), the next 8 elements 16..31 */
-                const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * part + 1]), _mm_set1_epi16(sc[2 * part]));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
-            }
-        }
-        /* subtract 32 * sum(q8) * scale per 16-element sub-block */
-        int corr = 0;
-        for (int j = 0; j < 16; j++) corr += a[i].scales[j] * b[i].bsums[j];
-        sum += b[i].d * eng_f16_to_f32(a[i].d) * (float)(hsum_i32_8(sumi) - 32 * corr);
+        __m256i q[8], sc16[8], all;
+        q6k_decode(&a[i], q);
+        q6k_scales(&a[i], sc16, &all);
+        q6k_block(&acc, &a[i], q, sc16, all, &b[i]);
     }
-    return sum;
+    return k_result(&acc);
+}
+
+static void dot4_q6_k(int64_t k, const void *w, const void *x, size_t xs, float out[4]) {
+    const eng_block_q6_k *a = w;
+    k_acc acc[4];
+    for (int j = 0; j < 4; j++) acc[j] = (k_acc){_mm256_setzero_ps(), _mm_setzero_ps()};
+    for (int64_t i = 0; i < k / 256; i++) {
+        __m256i q[8], sc16[8], all;
+        q6k_decode(&a[i], q);
+        q6k_scales(&a[i], sc16, &all);
+        for (int j = 0; j < 4; j++)
+            q6k_block(&acc[j], &a[i], q, sc16, all, (const eng_block_q8_k *)(const void *)((const uint8_t *)x + j * xs) + i);
+    }
+    for (int j = 0; j < 4; j++) out[j] = k_result(&acc[j]);
 }
 
 /* ---- one weight row x 4 activation rows ------------------------------------------------- */
@@ -210,90 +300,15 @@ static void dot4_q8_0(int64_t k, const void *w, const void *x, size_t xs, float 
     for (int64_t i = 0; i < k / 32; i++) {
         const __m256i qa = _mm256_loadu_si256((const __m256i *)a[i].qs);
         const __m256i ax = _mm256_sign_epi8(qa, qa);
-        const float da = eng_f16_to_f32(a[i].d);
+        const float da = f16(a[i].d);
         for (int j = 0; j < 4; j++) {
             const eng_block_q8_0 *b = (const eng_block_q8_0 *)(const void *)((const uint8_t *)x + j * xs) + i;
             const __m256i sy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)b->qs), qa);
-            const __m256 d = _mm256_set1_ps(da * eng_f16_to_f32(b->d));
+            const __m256 d = _mm256_set1_ps(da * f16(b->d));
             acc[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_u8_i8(ax, sy)), acc[j]);
         }
     }
     for (int j = 0; j < 4; j++) out[j] = hsum8(acc[j]);
-}
-
-static void dot4_q4_k(int64_t k, const void *w, const void *x, size_t xs, float out[4]) {
-    const eng_block_q4_k *a = w;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    float sum[4] = {0, 0, 0, 0};
-    for (int64_t i = 0; i < k / 256; i++) {
-        int sc[8], mn[8];
-        for (int j = 0; j < 8; j++) scale_min_k4(j, a[i].scales, &sc[j], &mn[j]);
-        __m256i sumi[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                           _mm256_setzero_si256()};
-        const eng_block_q8_k *b[4];
-        for (int j = 0; j < 4; j++) b[j] = (const eng_block_q8_k *)(const void *)((const uint8_t *)x + j * xs) + i;
-        const uint8_t *q = a[i].qs;
-        for (int c = 0; c < 4; c++, q += 32) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)q);
-            const __m256i lo = _mm256_and_si256(raw, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            const __m256i s0 = _mm256_set1_epi16((int16_t)sc[2 * c]), s1 = _mm256_set1_epi16((int16_t)sc[2 * c + 1]);
-            for (int j = 0; j < 4; j++) {
-                const int8_t *y = b[j]->qs + 64 * c;
-                const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y));
-                const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)));
-                sumi[j] = _mm256_add_epi32(sumi[j], _mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1)));
-            }
-        }
-        const float d = eng_f16_to_f32(a[i].d), dmin = eng_f16_to_f32(a[i].dmin);
-        for (int j = 0; j < 4; j++) {
-            int summ = 0;
-            for (int s = 0; s < 8; s++) summ += mn[s] * (b[j]->bsums[2 * s] + b[j]->bsums[2 * s + 1]);
-            sum[j] += b[j]->d * (d * (float)hsum_i32_8(sumi[j]) - dmin * (float)summ);
-        }
-    }
-    for (int j = 0; j < 4; j++) out[j] = sum[j];
-}
-
-static void dot4_q6_k(int64_t k, const void *w, const void *x, size_t xs, float out[4]) {
-    const eng_block_q6_k *a = w;
-    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
-    float sum[4] = {0, 0, 0, 0};
-    for (int64_t i = 0; i < k / 256; i++) {
-        const uint8_t *ql = a[i].ql, *qh = a[i].qh;
-        const int8_t *sc = a[i].scales;
-        const eng_block_q8_k *b[4];
-        for (int j = 0; j < 4; j++) b[j] = (const eng_block_q8_k *)(const void *)((const uint8_t *)x + j * xs) + i;
-        __m256i sumi[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                           _mm256_setzero_si256()};
-        for (int half = 0; half < 2; half++, ql += 64, qh += 32, sc += 8) {
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
-            __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
-            for (int part = 0; part < 4; part++) {
-                const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[2 * part + 1]), _mm_set1_epi16(sc[2 * part]));
-                for (int j = 0; j < 4; j++) {
-                    const __m256i yv = _mm256_loadu_si256((const __m256i *)(b[j]->qs + 128 * half + 32 * part));
-                    sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q[part], yv), scales));
-                }
-            }
-        }
-        const float d = eng_f16_to_f32(a[i].d);
-        for (int j = 0; j < 4; j++) {
-            int corr = 0;
-            for (int s = 0; s < 16; s++) corr += a[i].scales[s] * b[j]->bsums[s];
-            sum[j] += b[j]->d * d * (float)(hsum_i32_8(sumi[j]) - 32 * corr);
-        }
-    }
-    for (int j = 0; j < 4; j++) out[j] = sum[j];
 }
 
 eng_vec_dot4_fn eng_vec_dot4_avx2(int wt);
@@ -318,4 +333,41 @@ eng_vec_dot_fn eng_vec_dot_avx2(int wt) {
     case ENG_TYPE_Q6_K: return dot_q6_k;
     default: return NULL;
     }
+}
+
+/* ---- Gated DeltaNet step and conversions ------------------------------------------------- */
+
+void eng_delta_step_avx2(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
+                         int dv, float *o);
+void eng_delta_step_avx2(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
+                         int dv, float *o) {
+    if (dk % 8) {
+        eng_delta_step_ref(S, k, v, q, decay, beta, dk, dv, o);
+        return;
+    }
+    const __m256 vd = _mm256_set1_ps(decay);
+    for (int j = 0; j < dv; j++) {
+        float *Sj = S + (size_t)j * dk;
+        __m256 u = _mm256_setzero_ps();
+        for (int i = 0; i < dk; i += 8) {
+            const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(Sj + i), vd);
+            _mm256_storeu_ps(Sj + i, s);
+            u = _mm256_fmadd_ps(s, _mm256_loadu_ps(k + i), u);
+        }
+        const __m256 delta = _mm256_set1_ps(beta * (v[j] - hsum8(u)));
+        __m256 acc = _mm256_setzero_ps();
+        for (int i = 0; i < dk; i += 8) {
+            const __m256 s = _mm256_fmadd_ps(_mm256_loadu_ps(k + i), delta, _mm256_loadu_ps(Sj + i));
+            _mm256_storeu_ps(Sj + i, s);
+            acc = _mm256_fmadd_ps(s, _mm256_loadu_ps(q + i), acc);
+        }
+        o[j] = hsum8(acc);
+    }
+}
+
+void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n);
+void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++) y[i] = f16(x[i]);
 }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "kernels.h"
+#include "quant.h"
 
 static bool g_force_scalar;
 
@@ -16,9 +17,16 @@ void eng_cpu_force_scalar(bool on) { g_force_scalar = on; }
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 eng_vec_dot_fn eng_vec_dot_avx2(int weight_type);
 eng_vec_dot4_fn eng_vec_dot4_avx2(int weight_type);
+void eng_delta_step_avx2(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
+                         int dv, float *o);
+void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n);
+static int g_avx2 = -1;
 static bool have_avx2(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    if (g_avx2 < 0) {
+        __builtin_cpu_init();
+        g_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    }
+    return g_avx2;
 }
 #define DP_HAVE_X86 1
 #endif
@@ -39,6 +47,23 @@ eng_vec_dot4_fn eng_vec_dot4_best(int wt) {
 #endif
     (void)wt;
     return NULL;
+}
+
+eng_delta_step_fn eng_delta_step_best(void) {
+#ifdef DP_HAVE_X86
+    if (!g_force_scalar && have_avx2()) return eng_delta_step_avx2;
+#endif
+    return eng_delta_step_ref;
+}
+
+void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n) {
+#ifdef DP_HAVE_X86
+    if (have_avx2()) {
+        eng_f16_to_f32_row_avx2(x, y, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) y[i] = eng_f16_to_f32(x[i]);
 }
 
 const char *eng_cpu_kernel_name(void) {

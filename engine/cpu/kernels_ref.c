@@ -213,3 +213,22 @@ eng_vec_dot_fn eng_vec_dot_ref(int wt) {
     default: return NULL;
     }
 }
+
+void eng_delta_step_ref(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
+                        int dv, float *o) {
+    for (int j = 0; j < dv; j++) {
+        float *Sj = S + (size_t)j * dk;
+        float u = 0;
+        for (int i = 0; i < dk; i++) {
+            Sj[i] *= decay;
+            u += Sj[i] * k[i];
+        }
+        const float delta = beta * (v[j] - u);
+        float oj = 0;
+        for (int i = 0; i < dk; i++) {
+            Sj[i] += k[i] * delta;
+            oj += Sj[i] * q[i];
+        }
+        o[j] = oj;
+    }
+}

@@ -13,7 +13,7 @@
 
 #include "platform.h"
 
-#define SPIN_ITERS 20000
+#define SPIN_ITERS 200000 /* ~0.1-0.3 ms: longer than the gaps between the ops of a step */
 
 struct eng_pool {
     int n;                    /* threads including the caller */

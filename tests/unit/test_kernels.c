@@ -83,6 +83,11 @@ static void test_four_row_kernels_match_single_row_reference(void **state) {
             float out[4];
             f4(K, wq, rows, stride, out);
             for (int j = 0; j < 4; j++) {
+                /* bit-identical to the 1-row kernel: a token's result cannot depend on its batch */
+                float one = eng_vec_dot_best(t)(K, wq, rows + j * stride);
+                if (memcmp(&one, &out[j], 4) != 0)
+                    fail_msg("%s row %d: 4-row kernel %.9g differs from the 1-row kernel %.9g", eng_type_name(t), j,
+                             (double)out[j], (double)one);
                 float ref = eng_vec_dot_ref(t)(K, wq, rows + j * stride);
                 if (fabsf(out[j] - ref) > 1e-4f * (fabsf(ref) + 10.0f))
                     fail_msg("%s row %d: 4-row kernel %.7g, reference %.7g", eng_type_name(t), j, (double)out[j],
