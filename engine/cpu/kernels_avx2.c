@@ -20,14 +20,6 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
-static inline int hsum_i32_8(__m256i v) {
-    __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
-    lo = _mm_add_epi32(lo, hi);
-    lo = _mm_add_epi32(lo, _mm_shuffle_epi32(lo, 0x4E));
-    lo = _mm_add_epi32(lo, _mm_shuffle_epi32(lo, 0xB1));
-    return _mm_cvtsi128_si32(lo);
-}
-
 /* sum of u8 * i8 products as 8 x i32 (unsigned a, signed b) */
 static inline __m256i mul_u8_i8(__m256i a, __m256i b) {
     const __m256i p16 = _mm256_maddubs_epi16(a, b);

@@ -15,6 +15,7 @@ static bool g_force_scalar;
 void eng_cpu_force_scalar(bool on) { g_force_scalar = on; }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 eng_vec_dot_fn eng_vec_dot_avx2(int weight_type);
 eng_vec_dot4_fn eng_vec_dot4_avx2(int weight_type);
 void eng_delta_step_avx2(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
@@ -24,7 +25,9 @@ static int g_avx2 = -1;
 static bool have_avx2(void) {
     if (g_avx2 < 0) {
         __builtin_cpu_init();
-        g_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        unsigned a, b, c, d;
+        const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)); /* clang 14 has no "f16c" name */
+        g_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     }
     return g_avx2;
 }
