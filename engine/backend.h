@@ -47,6 +47,7 @@ typedef struct eng_deltanet_args {
     float *ssm_state;           /* this layer: [n_seq][n_v][dv][dk] */
     int n_k, n_v, dk, dv, kernel;
     float eps;
+    bool chunked;               /* prompts in the chunk-wise (WY) form; decode steps always recurrent */
 } eng_deltanet_args;
 
 typedef struct eng_backend_ops {

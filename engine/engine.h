@@ -58,6 +58,8 @@ typedef struct eng_context_params {
     eng_device device;
     bool exact;          /* scalar reference path: weights dequantized, all math in f32 */
     int kv_type;         /* ENG_TYPE_F16 (default) or ENG_TYPE_F32 */
+    int deltanet_mode;   /* qwen35 prompts: 0 = chunk-wise (token by token with exact), 1 = always token
+                          * by token, 2 = always chunk-wise. Decode steps are token by token. */
 } eng_context_params;
 
 eng_context_params eng_context_default_params(void);

@@ -90,7 +90,8 @@ static void deltanet_layer(eng_context *c, const eng_layer *L, const eng_ubatch 
     eng_rec_layer *rl = &c->rec[L->rec_index];
     eng_deltanet_args a = {T, ub->seq, b->dn_qkv, b->dn_z, b->dn_beta, b->dn_alpha, b->dn_out, b->dn_conv,
                            L->conv1d, L->dt_bias, L->ssm_a, L->ssm_norm, rl->conv, rl->ssm, Hk, Hv, dk, dv,
-                           (int)in->ssm_conv_kernel, in->rms_eps};
+                           (int)in->ssm_conv_kernel, in->rms_eps,
+                           c->p.deltanet_mode == 2 || (c->p.deltanet_mode == 0 && !c->p.exact)};
     be->ops->deltanet(be, &a);
     /* y [T][E] = out @ W_ssm_out */
     be->ops->matmul(be, &L->wssm_out, b->dn_out, inner, T, b->y, b->ld_e);
