@@ -286,7 +286,7 @@ static void dn_norm(void *arg, int ith, int nth) {
     }
 }
 
-#define DN_CHUNK 64
+#define DN_CHUNK ENG_DELTA_CHUNK
 #define DN_CHUNK_MIN 16 /* fewer tokens of a sequence in a step: the recurrence is as cheap */
 
 /* Per-step grouping of the batch's tokens by sequence (built once, read by every head). */
@@ -324,77 +324,16 @@ static void dn_gated_norm(const eng_deltanet_args *a, int t, int h, const float 
     for (int j = 0; j < dv; j++) out[j] = (o[j] * scale) * a->norm_w[j] * silu(z[j]);
 }
 
-/* One chunk of c <= DN_CHUNK tokens idx[0..c) of one sequence, value head h, in the WY form of
- * model-spec 4.9 (rows are tokens; St is the state transposed, [dv][dk]):
- *   G = cumsum(g), Gam_rs = exp(G_r - G_s) (s <= r), A_rs = beta_r (k_r . k_s) Gam_rs (s < r),
- *   T = (I + A)^-1, U = T diag(beta) V, W = T diag(beta exp(G)) K, Vt = U - W S,
- *   O = diag(exp G) Q S + ((Q K^T) o Gam) Vt, S' = exp(G_c) S + (diag(exp(G_c - G)) K)^T Vt.
- * Every exponent is <= 0, so nothing overflows. */
-static void dn_chunk(const eng_deltanet_args *a, int h, const int *idx, int c, float *St, float *ws) {
-    const int dk = a->dk, dv = a->dv, C = DN_CHUNK;
-    float *G = ws, *beta = G + C, *T = beta + C, *QK = T + C * C, *W = QK + C * C, *Vt = W + (size_t)C * dk;
-    float *O = Vt + (size_t)C * dv;
+/* One chunk of c <= DN_CHUNK tokens idx[0..c) of one sequence, value head h, chunk-wise
+ * (kernels: eng_delta_chunk_*), then the gated RMSNorm of each output row. */
+static void dn_chunk(const eng_deltanet_args *a, int h, const int *idx, int c, float *St, float *ws,
+                     eng_delta_chunk_fn chunk) {
     const float *q[DN_CHUNK], *k[DN_CHUNK], *v[DN_CHUNK];
-    float run = 0;
-    for (int r = 0; r < c; r++) {
-        float g;
-        dn_token(a, idx[r], h, &q[r], &k[r], &v[r], &beta[r], &g);
-        run += g;
-        G[r] = run;
-    }
-    /* T = (I + A)^-1 by forward substitution, A strictly lower triangular */
-    for (int r = 0; r < c; r++) {
-        float Ar[DN_CHUNK];
-        for (int s = 0; s < r; s++) Ar[s] = beta[r] * eng_dot_f32(k[r], k[s], dk) * expf(G[r] - G[s]);
-        for (int s = 0; s < c; s++) {
-            float t = r == s ? 1.0f : 0.0f;
-            for (int m = s; m < r; m++) t -= Ar[m] * T[m * C + s];
-            T[r * C + s] = s <= r ? t : 0.0f;
-        }
-        for (int s = 0; s <= r; s++) QK[r * C + s] = eng_dot_f32(q[r], k[s], dk) * expf(G[r] - G[s]);
-    }
-    /* U (into Vt), W */
-    for (int r = 0; r < c; r++) {
-        float *u = Vt + (size_t)r * dv, *w = W + (size_t)r * dk;
-        memset(u, 0, (size_t)dv * 4);
-        memset(w, 0, (size_t)dk * 4);
-        for (int s = 0; s <= r; s++) {
-            const float tb = T[r * C + s] * beta[s], tbe = tb * expf(G[s]);
-            for (int j = 0; j < dv; j++) u[j] += tb * v[s][j];
-            for (int i = 0; i < dk; i++) w[i] += tbe * k[s][i];
-        }
-    }
-    /* Vt = U - W S; O = exp(G) Q S + (QK o Gam) Vt */
-    for (int r = 0; r < c; r++) {
-        float *vt = Vt + (size_t)r * dv, *o = O + (size_t)r * dv;
-        const float eg = expf(G[r]);
-        for (int j = 0; j < dv; j++) {
-            const float *Sj = St + (size_t)j * dk;
-            vt[j] -= eng_dot_f32(W + (size_t)r * dk, Sj, dk);
-            o[j] = eg * eng_dot_f32(q[r], Sj, dk);
-        }
-    }
-    for (int r = 0; r < c; r++) {
-        float *o = O + (size_t)r * dv;
-        for (int s = 0; s <= r; s++) {
-            const float w = QK[r * C + s];
-            const float *vt = Vt + (size_t)s * dv;
-            for (int j = 0; j < dv; j++) o[j] += w * vt[j];
-        }
-        dn_gated_norm(a, idx[r], h, o);
-    }
-    /* S' = exp(G_last) S + sum_r exp(G_last - G_r) k_r Vt_r^T */
-    const float gl = G[c - 1], el = expf(gl);
-    float coef[DN_CHUNK];
-    for (int r = 0; r < c; r++) coef[r] = expf(gl - G[r]);
-    for (int j = 0; j < dv; j++) {
-        float *Sj = St + (size_t)j * dk;
-        for (int i = 0; i < dk; i++) Sj[i] *= el;
-        for (int r = 0; r < c; r++) {
-            const float f = coef[r] * Vt[(size_t)r * dv + j];
-            for (int i = 0; i < dk; i++) Sj[i] += f * k[r][i];
-        }
-    }
+    float beta[DN_CHUNK], g[DN_CHUNK];
+    for (int r = 0; r < c; r++) dn_token(a, idx[r], h, &q[r], &k[r], &v[r], &beta[r], &g[r]);
+    float *O = ws;
+    chunk(c, q, k, v, beta, g, St, a->dk, a->dv, O, ws + (size_t)DN_CHUNK * a->dv);
+    for (int r = 0; r < c; r++) dn_gated_norm(a, idx[r], h, O + (size_t)r * a->dv);
 }
 
 /* The delta rule per value head h (key head h % n_k), then the gated RMSNorm. State row j
@@ -406,7 +345,8 @@ static void dn_heads(void *arg, int ith, int nth) {
     const int dk = a->dk, dv = a->dv, C = DN_CHUNK;
     const int h0 = a->n_v * ith / nth, h1 = a->n_v * (ith + 1) / nth;
     const eng_delta_step_fn step = d->c->exact ? eng_delta_step_ref : eng_delta_step_best();
-    float *buf = thread_scratch(d->c, ith, (size_t)2 * C + 2 * (size_t)C * C + (size_t)C * (dk + 2 * dv) + dv);
+    const eng_delta_chunk_fn chunk = d->c->exact ? eng_delta_chunk_ref : eng_delta_chunk_best();
+    float *buf = thread_scratch(d->c, ith, (size_t)C * dv + ENG_DELTA_CHUNK_WS(C, dk, dv) + dv);
     if (!buf) return;
     for (int h = h0; h < h1; h++) {
         for (int gi = 0; gi < d->g.n_groups; gi++) {
@@ -414,7 +354,7 @@ static void dn_heads(void *arg, int ith, int nth) {
             const int n = d->g.start[gi + 1] - d->g.start[gi];
             float *S = a->ssm_state + ((size_t)a->seq[idx[0]] * a->n_v + h) * (size_t)dv * dk;
             if (a->chunked && n >= DN_CHUNK_MIN) {
-                for (int c0 = 0; c0 < n; c0 += C) dn_chunk(a, h, idx + c0, n - c0 < C ? n - c0 : C, S, buf);
+                for (int c0 = 0; c0 < n; c0 += C) dn_chunk(a, h, idx + c0, n - c0 < C ? n - c0 : C, S, buf, chunk);
                 continue;
             }
             for (int r = 0; r < n; r++) {

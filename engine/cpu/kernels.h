@@ -51,6 +51,17 @@ typedef void (*eng_delta_step_fn)(float *S, const float *k, const float *v, cons
 void eng_delta_step_ref(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
                         int dv, float *o);
 eng_delta_step_fn eng_delta_step_best(void);
+/* Chunk-wise Gated DeltaNet for c <= ENG_DELTA_CHUNK tokens of one value head (q, k, v: row
+ * pointers; beta, g: gates; St: [dv][dk] state, updated). Writes O [c][dv] (before the gated
+ * norm). ws holds ENG_DELTA_CHUNK_WS floats. See delta_chunk.h. */
+#define ENG_DELTA_CHUNK 64
+#define ENG_DELTA_CHUNK_WS(C, dk, dv) ((size_t)(C) * (2 + 2 * (C)) + (size_t)(C) * ((dk) + (dv)))
+typedef void (*eng_delta_chunk_fn)(int c, const float *const *q, const float *const *k, const float *const *v,
+                                   const float *beta, const float *g, float *St, int dk, int dv, float *O, float *ws);
+void eng_delta_chunk_ref(int c, const float *const *q, const float *const *k, const float *const *v,
+                         const float *beta, const float *g, float *St, int dk, int dv, float *O, float *ws);
+eng_delta_chunk_fn eng_delta_chunk_best(void);
+
 /* Converts n halves to floats. */
 void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n);
 

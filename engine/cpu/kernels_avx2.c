@@ -363,3 +363,8 @@ void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n) {
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
     for (; i < n; i++) y[i] = f16(x[i]);
 }
+
+#include <math.h>
+#define DELTA_CHUNK_NAME eng_delta_chunk_avx2
+#define DELTA_CHUNK_DOT dc_dot_avx2
+#include "delta_chunk.h"

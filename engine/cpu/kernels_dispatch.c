@@ -21,6 +21,8 @@ eng_vec_dot4_fn eng_vec_dot4_avx2(int weight_type);
 void eng_delta_step_avx2(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
                          int dv, float *o);
 void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n);
+void eng_delta_chunk_avx2(int c, const float *const *q, const float *const *k, const float *const *v,
+                          const float *beta, const float *g, float *St, int dk, int dv, float *O, float *ws);
 static int g_avx2 = -1;
 static bool have_avx2(void) {
     if (g_avx2 < 0) {
@@ -57,6 +59,13 @@ eng_delta_step_fn eng_delta_step_best(void) {
     if (!g_force_scalar && have_avx2()) return eng_delta_step_avx2;
 #endif
     return eng_delta_step_ref;
+}
+
+eng_delta_chunk_fn eng_delta_chunk_best(void) {
+#ifdef DP_HAVE_X86
+    if (!g_force_scalar && have_avx2()) return eng_delta_chunk_avx2;
+#endif
+    return eng_delta_chunk_ref;
 }
 
 void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n) {

@@ -232,3 +232,7 @@ void eng_delta_step_ref(float *S, const float *k, const float *v, const float *q
         o[j] = oj;
     }
 }
+
+#define DELTA_CHUNK_NAME eng_delta_chunk_ref
+#define DELTA_CHUNK_DOT dc_dot_ref
+#include "delta_chunk.h"
