@@ -63,6 +63,23 @@ static float dot_f16(int64_t k, const void *w, const void *x) {
     return s;
 }
 
+static inline __m256 bf16x8(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+static float dot_bf16(int64_t k, const void *w, const void *x) {
+    const uint16_t *a = w, *b = x;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+        s0 = _mm256_fmadd_ps(bf16x8(a + i), bf16x8(b + i), s0);
+        s1 = _mm256_fmadd_ps(bf16x8(a + i + 8), bf16x8(b + i + 8), s1);
+    }
+    float s = hsum8(_mm256_add_ps(s0, s1));
+    for (; i < k; i++) s += eng_bf16_to_f32(a[i]) * eng_bf16_to_f32(b[i]);
+    return s;
+}
+
 static float dot_q8_0(int64_t k, const void *w, const void *x) {
     const eng_block_q8_0 *a = w, *b = x;
     __m256 acc = _mm256_setzero_ps();
@@ -318,6 +335,7 @@ eng_vec_dot_fn eng_vec_dot_avx2(int wt) {
     switch (wt) {
     case ENG_TYPE_F32: return dot_f32;
     case ENG_TYPE_F16: return dot_f16;
+    case ENG_TYPE_BF16: return dot_bf16;
     case ENG_TYPE_Q8_0: return dot_q8_0;
     case ENG_TYPE_Q4_0: return dot_q4_0;
     case ENG_TYPE_Q4_K: return dot_q4_k;
