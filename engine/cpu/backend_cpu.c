@@ -110,7 +110,9 @@ static void cpu_matmul(eng_backend *be, const eng_weight *w, const float *x, int
             c->xq_cap = c->xq ? need : 0;
             if (!c->xq) return;
         }
-        eng_pool_run(c->pool, mm_quantize, &m);
+        /* a decode step's few rows quantize in a microsecond: not worth a pool round trip */
+        if ((int64_t)n_tok * w->ne0 <= 16384) mm_quantize(&m, 0, 1);
+        else eng_pool_run(c->pool, mm_quantize, &m);
     }
     eng_pool_run(c->pool, mm_rows, &m);
 }
