@@ -27,6 +27,7 @@ static void usage(FILE *f) {
             "  eval -m MODEL.gguf -f PROMPT [-n 16] [--exact]   logits and greedy steps as JSON\n"
             "  generate -m MODEL.gguf -p PROMPT [-n N] [--chat] one prompt, streamed (sampling as llama-cli)\n"
             "  bench -m MODEL.gguf [-t N] [-p 512] [-n 64]      prompt and generation throughput\n"
+            "  validate JOB.yaml                               check a job file without loading the model\n"
             "  version                                         print the version\n"
             "\n"
             "global options (before the command): -v (info logs), -vv (debug logs), -q (errors only)\n"
@@ -82,6 +83,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "eval")) return pl_cmd_eval(sub_argc, sub_argv);
     if (!strcmp(cmd, "generate")) return pl_cmd_generate(sub_argc, sub_argv);
     if (!strcmp(cmd, "bench")) return pl_cmd_bench(sub_argc, sub_argv);
+    if (!strcmp(cmd, "validate")) return pl_cmd_validate(sub_argc, sub_argv);
     if (!strcmp(cmd, "version")) {
         printf("docpipe %s\n", DP_VERSION);
         return PL_EXIT_OK;
@@ -90,7 +92,7 @@ int main(int argc, char **argv) {
         usage(stdout);
         return PL_EXIT_OK;
     }
-    static const char *const later[] = {"run", "plan", "validate", "status", "merge", "batch"};
+    static const char *const later[] = {"run", "plan", "status", "merge", "batch"};
     for (size_t k = 0; k < sizeof(later) / sizeof(later[0]); k++) {
         if (!strcmp(cmd, later[k])) {
             fprintf(stderr, "docpipe: '%s' is not implemented in this build yet (see README.md, \"What works today\")\n",

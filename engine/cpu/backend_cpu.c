@@ -187,23 +187,19 @@ static void attn_heads(void *arg, int ith, int nth) {
     const int64_t i0 = total * ith / nth, i1 = total * (ith + 1) / nth;
     float *sc = thread_scratch(at->c, ith, (size_t)a->n_ctx + 2 * (size_t)hd);
     if (!sc) return;
-    float *krow = sc + a->n_ctx, *acc = krow + hd;
+    float *acc = sc + a->n_ctx + hd;
+    const eng_kv_dot_fn kdot = eng_kv_dot_best(a->kv_type, at->c->exact);
+    const eng_kv_axpy_fn vaxpy = eng_kv_axpy_best(a->kv_type, at->c->exact);
     for (int64_t i = i0; i < i1; i++) {
         const int t = (int)(i / a->n_head), h = (int)(i % a->n_head), kvh = h / group;
         const float *q = a->q + (size_t)t * a->ldq + (size_t)h * hd;
         const int n_pos = a->pos[t] + 1;
         const size_t base = (size_t)a->seq[t] * a->n_ctx * kv_dim + (size_t)kvh * hd;
+        const size_t esz = a->kv_type == ENG_TYPE_F32 ? 4 : 2;
+        const uint8_t *kb = (const uint8_t *)a->k + base * esz, *vb = (const uint8_t *)a->v + base * esz;
         float mx = -INFINITY;
         for (int p = 0; p < n_pos; p++) {
-            const size_t off = base + (size_t)p * kv_dim;
-            float s;
-            if (a->kv_type == ENG_TYPE_F32) {
-                s = eng_dot_f32(q, (const float *)a->k + off, hd);
-            } else {
-                eng_f16_to_f32_row((const eng_f16 *)a->k + off, krow, hd);
-                s = eng_dot_f32(q, krow, hd);
-            }
-            s *= a->scale;
+            const float s = kdot(q, kb + (size_t)p * kv_dim * esz, hd) * a->scale;
             sc[p] = s;
             if (s > mx) mx = s;
         }
@@ -214,17 +210,7 @@ static void attn_heads(void *arg, int ith, int nth) {
         }
         const float inv = (float)(1.0 / sum);
         for (int j = 0; j < hd; j++) acc[j] = 0;
-        for (int p = 0; p < n_pos; p++) {
-            const size_t off = base + (size_t)p * kv_dim;
-            const float w = sc[p] * inv;
-            if (a->kv_type == ENG_TYPE_F32) {
-                const float *vr = (const float *)a->v + off;
-                for (int j = 0; j < hd; j++) acc[j] += w * vr[j];
-            } else {
-                eng_f16_to_f32_row((const eng_f16 *)a->v + off, krow, hd);
-                for (int j = 0; j < hd; j++) acc[j] += w * krow[j];
-            }
-        }
+        for (int p = 0; p < n_pos; p++) vaxpy(acc, sc[p] * inv, vb + (size_t)p * kv_dim * esz, hd);
         memcpy(a->out + (size_t)t * a->ldo + (size_t)h * hd, acc, (size_t)hd * 4);
     }
 }

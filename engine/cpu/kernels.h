@@ -62,6 +62,13 @@ void eng_delta_chunk_ref(int c, const float *const *q, const float *const *k, co
                          const float *beta, const float *g, float *St, int dk, int dv, float *O, float *ws);
 eng_delta_chunk_fn eng_delta_chunk_best(void);
 
+/* Attention inner loops over a cached K or V row of n elements stored as F16 or F32:
+ * dot = q . k_row; acc += w * v_row. */
+typedef float (*eng_kv_dot_fn)(const float *q, const void *k, int n);
+typedef void (*eng_kv_axpy_fn)(float *acc, float w, const void *v, int n);
+eng_kv_dot_fn eng_kv_dot_best(int kv_type, bool exact);
+eng_kv_axpy_fn eng_kv_axpy_best(int kv_type, bool exact);
+
 /* Converts n halves to floats. */
 void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n);
 

@@ -386,3 +386,43 @@ void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n) {
 #define DELTA_CHUNK_NAME eng_delta_chunk_avx2
 #define DELTA_CHUNK_DOT dc_dot_avx2
 #include "delta_chunk.h"
+
+/* ---- attention rows ---------------------------------------------------------------------- */
+
+float eng_kv_dot_f16_avx2(const float *q, const void *k, int n);
+float eng_kv_dot_f16_avx2(const float *q, const void *k, int n) {
+    const uint16_t *h = k;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i + 8))), s1);
+    }
+    float s = hsum8(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += q[i] * f16(h[i]);
+    return s;
+}
+
+float eng_kv_dot_f32_avx2(const float *q, const void *k, int n);
+float eng_kv_dot_f32_avx2(const float *q, const void *k, int n) { return dot_f32(n, k, q); }
+
+void eng_kv_axpy_f16_avx2(float *acc, float w, const void *v, int n);
+void eng_kv_axpy_f16_avx2(float *acc, float w, const void *v, int n) {
+    const uint16_t *h = v;
+    const __m256 vw = _mm256_set1_ps(w);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vw, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))),
+                                                  _mm256_loadu_ps(acc + i)));
+    for (; i < n; i++) acc[i] += w * f16(h[i]);
+}
+
+void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n);
+void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n) {
+    const float *x = v;
+    const __m256 vw = _mm256_set1_ps(w);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vw, _mm256_loadu_ps(x + i), _mm256_loadu_ps(acc + i)));
+    for (; i < n; i++) acc[i] += w * x[i];
+}

@@ -21,6 +21,10 @@ eng_vec_dot4_fn eng_vec_dot4_avx2(int weight_type);
 void eng_delta_step_avx2(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
                          int dv, float *o);
 void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n);
+float eng_kv_dot_f16_avx2(const float *q, const void *k, int n);
+float eng_kv_dot_f32_avx2(const float *q, const void *k, int n);
+void eng_kv_axpy_f16_avx2(float *acc, float w, const void *v, int n);
+void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n);
 void eng_delta_chunk_avx2(int c, const float *const *q, const float *const *k, const float *const *v,
                           const float *beta, const float *g, float *St, int dk, int dv, float *O, float *ws);
 static int g_avx2 = -1;
@@ -59,6 +63,27 @@ eng_delta_step_fn eng_delta_step_best(void) {
     if (!g_force_scalar && have_avx2()) return eng_delta_step_avx2;
 #endif
     return eng_delta_step_ref;
+}
+
+float eng_kv_dot_f32_ref(const float *q, const void *k, int n);
+float eng_kv_dot_f16_ref(const float *q, const void *k, int n);
+void eng_kv_axpy_f32_ref(float *acc, float w, const void *v, int n);
+void eng_kv_axpy_f16_ref(float *acc, float w, const void *v, int n);
+
+eng_kv_dot_fn eng_kv_dot_best(int kv_type, bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx2()) return kv_type == ENG_TYPE_F16 ? eng_kv_dot_f16_avx2 : eng_kv_dot_f32_avx2;
+#endif
+    (void)exact;
+    return kv_type == ENG_TYPE_F16 ? eng_kv_dot_f16_ref : eng_kv_dot_f32_ref;
+}
+
+eng_kv_axpy_fn eng_kv_axpy_best(int kv_type, bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx2()) return kv_type == ENG_TYPE_F16 ? eng_kv_axpy_f16_avx2 : eng_kv_axpy_f32_avx2;
+#endif
+    (void)exact;
+    return kv_type == ENG_TYPE_F16 ? eng_kv_axpy_f16_ref : eng_kv_axpy_f32_ref;
 }
 
 eng_delta_chunk_fn eng_delta_chunk_best(void) {

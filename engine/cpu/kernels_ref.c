@@ -236,3 +236,26 @@ void eng_delta_step_ref(float *S, const float *k, const float *v, const float *q
 #define DELTA_CHUNK_NAME eng_delta_chunk_ref
 #define DELTA_CHUNK_DOT dc_dot_ref
 #include "delta_chunk.h"
+
+float eng_kv_dot_f32_ref(const float *q, const void *k, int n);
+float eng_kv_dot_f32_ref(const float *q, const void *k, int n) { return eng_dot_f32(q, k, n); }
+
+float eng_kv_dot_f16_ref(const float *q, const void *k, int n);
+float eng_kv_dot_f16_ref(const float *q, const void *k, int n) {
+    const eng_f16 *h = k;
+    float s[8] = {0};
+    for (int i = 0; i < n; i++) s[i & 7] += q[i] * F16(h[i]);
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+void eng_kv_axpy_f32_ref(float *acc, float w, const void *v, int n);
+void eng_kv_axpy_f32_ref(float *acc, float w, const void *v, int n) {
+    const float *x = v;
+    for (int i = 0; i < n; i++) acc[i] += w * x[i];
+}
+
+void eng_kv_axpy_f16_ref(float *acc, float w, const void *v, int n);
+void eng_kv_axpy_f16_ref(float *acc, float w, const void *v, int n) {
+    const eng_f16 *x = v;
+    for (int i = 0; i < n; i++) acc[i] += w * F16(x[i]);
+}

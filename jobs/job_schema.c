@@ -1,0 +1,474 @@
+/*
+ * job_schema.c - the job file schema: every key, its type, default and range, and the
+ * validation that turns a job_node tree into a job_spec. docs/job-file.md documents exactly
+ * the keys of k_fields (a test checks that every key listed here appears there).
+ *
+ * DESIGN: one table drives parsing, defaults and range checks; fields live at offsets in
+ * job_spec (or in job_input for the entries of `inputs`). Errors name the file, the line and
+ * column of the offending node, the key path, what was found and what is allowed; unknown keys
+ * get a "did you mean" from the table.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job.h"
+#include "job_yaml.h"
+#include "platform.h"
+
+typedef enum ftype { F_STR, F_PATH, F_INT, F_SIZE, F_FLOAT, F_BOOL, F_ENUM, F_STRLIST, F_TEMPLATE } ftype;
+
+typedef struct field {
+    const char *section;     /* "model", ..., "" for top level, "inputs[]" for input entries */
+    const char *key;
+    ftype type;
+    size_t off;              /* into job_spec, or job_input for "inputs[]" */
+    bool required;
+    const char *def;         /* default as text (parsed like a value), NULL = none */
+    double min, max;         /* numbers */
+    const char *enums;       /* F_ENUM: "a|b|c", the value stored is the index */
+} field;
+
+#define S(m) offsetof(job_spec, m)
+#define I(m) offsetof(job_input, m)
+
+static const field k_fields[] = {
+    {"model", "path", F_PATH, S(model.path), true, NULL, 0, 0, NULL},
+    {"model", "device", F_ENUM, S(model.device), false, "auto", 0, 0, "auto|cpu|cuda"},
+    {"model", "context", F_INT, S(model.context), false, "8192", 64, 1048576, NULL},
+    {"model", "threads", F_INT, S(model.threads), false, "0", 0, 1024, NULL},
+    {"model", "max_sequences", F_INT, S(model.max_sequences), false, "8", 1, 4096, NULL},
+    {"model", "sha256", F_STR, S(model.sha256), false, NULL, 0, 0, NULL},
+    {"inputs[]", "path", F_PATH, I(path), true, NULL, 0, 0, NULL},
+    {"inputs[]", "include", F_STRLIST, I(include), false, "**/*", 0, 0, NULL},
+    {"inputs[]", "exclude", F_STRLIST, I(exclude), false, NULL, 0, 0, NULL},
+    {"inputs[]", "max_file_size", F_SIZE, I(max_file_size), false, "64MiB", 1, 4294967296.0, NULL},
+    {"inputs[]", "follow_symlinks", F_BOOL, I(follow_symlinks), false, "false", 0, 0, NULL},
+    {"inputs[]", "jsonl_field", F_STR, I(jsonl_field), false, "text", 0, 0, NULL},
+    {"prompts", "system", F_TEMPLATE, S(prompts.system), false, NULL, 0, 0, NULL},
+    {"prompts", "template", F_TEMPLATE, S(prompts.template_), true, NULL, 0, 0, NULL},
+    {"prompts", "reduce_template", F_TEMPLATE, S(prompts.reduce_template), false, NULL, 0, 0, NULL},
+    {"generation", "max_tokens", F_INT, S(generation.max_tokens), false, "512", 1, 131072, NULL},
+    {"generation", "temperature", F_FLOAT, S(generation.temperature), false, "0", 0, 5, NULL},
+    {"generation", "top_k", F_INT, S(generation.top_k), false, "40", 0, 1000000, NULL},
+    {"generation", "top_p", F_FLOAT, S(generation.top_p), false, "0.95", 0, 1, NULL},
+    {"generation", "min_p", F_FLOAT, S(generation.min_p), false, "0.05", 0, 1, NULL},
+    {"generation", "repeat_penalty", F_FLOAT, S(generation.repeat_penalty), false, "1.0", 0.1, 10, NULL},
+    {"generation", "repeat_last_n", F_INT, S(generation.repeat_last_n), false, "64", -1, 1048576, NULL},
+    {"generation", "presence_penalty", F_FLOAT, S(generation.presence_penalty), false, "0", -2, 2, NULL},
+    {"generation", "frequency_penalty", F_FLOAT, S(generation.frequency_penalty), false, "0", -2, 2, NULL},
+    {"generation", "seed", F_INT, S(generation.seed), false, "42", 0, 4294967295.0, NULL},
+    {"generation", "thinking", F_BOOL, S(generation.thinking), false, "false", 0, 0, NULL},
+    {"chunking", "max_tokens", F_INT, S(chunking.max_tokens), false, "0", 0, 1048576, NULL},
+    {"chunking", "overlap", F_INT, S(chunking.overlap), false, "64", 0, 65536, NULL},
+    {"chunking", "mode", F_ENUM, S(chunking.mode), false, "map-reduce", 0, 0, "map-reduce|per-chunk"},
+    {"outputs", "jsonl", F_PATH, S(outputs.jsonl), true, NULL, 0, 0, NULL},
+    {"outputs", "gzip", F_BOOL, S(outputs.gzip), false, "false", 0, 0, NULL},
+    {"outputs", "per_document_dir", F_PATH, S(outputs.per_document_dir), false, NULL, 0, 0, NULL},
+    {"", "state_dir", F_PATH, S(state_dir), false, "state", 0, 0, NULL},
+};
+#define N_FIELDS (sizeof(k_fields) / sizeof(k_fields[0]))
+static const char *const k_sections[] = {"model", "inputs", "prompts", "generation", "chunking", "outputs", "state_dir"};
+
+static const char *const k_vars[] = {"content", "path", "filename", "ext", "chunk_index", "chunk_count", "date",
+                                     "doc_sha256"};
+
+size_t job_schema_n_keys(void) { return N_FIELDS; }
+
+void job_schema_key(size_t i, const char **section, const char **key) {
+    *section = i < N_FIELDS ? k_fields[i].section : "";
+    *key = i < N_FIELDS ? k_fields[i].key : "";
+}
+
+bool job_template_var_known(const char *name, size_t len) {
+    for (size_t i = 0; i < sizeof(k_vars) / sizeof(k_vars[0]); i++)
+        if (strlen(k_vars[i]) == len && !memcmp(k_vars[i], name, len)) return true;
+    return false;
+}
+
+typedef struct ctx {
+    const char *name; /* file name for messages */
+    const char *dir;
+    dp_err *err;
+} ctx;
+
+static dp_status fail(ctx *c, const job_node *n, const char *fmt, ...) DP_PRINTF(3, 4);
+static dp_status fail(ctx *c, const job_node *n, const char *fmt, ...) {
+    char msg[DP_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return dp_err_set(c->err, DP_EFORMAT, "%s:%d:%d: %s", c->name, n ? n->line : 1, n ? n->col : 1, msg);
+}
+
+static const char *kind_name(const job_node *n) {
+    return n->kind == JOB_NODE_MAP ? "a mapping" : n->kind == JOB_NODE_SEQ ? "a list" : "a value";
+}
+
+/* Levenshtein distance, for "did you mean". */
+static size_t edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b), prev[64], cur[64];
+    if (la > 63 || lb > 63) return 99;
+    for (size_t j = 0; j <= lb; j++) prev[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof(size_t));
+    }
+    return prev[lb];
+}
+
+static const char *suggest(const char *section, const char *key) {
+    const char *best = NULL;
+    size_t bd = 3;
+    if (!section) {
+        for (size_t i = 0; i < sizeof(k_sections) / sizeof(k_sections[0]); i++) {
+            size_t d = edit_distance(key, k_sections[i]);
+            if (d < bd) bd = d, best = k_sections[i];
+        }
+        return best;
+    }
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        if (strcmp(k_fields[i].section, section)) continue;
+        size_t d = edit_distance(key, k_fields[i].key);
+        if (d < bd) bd = d, best = k_fields[i].key;
+    }
+    return best;
+}
+
+static char *dupstr(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+static char *resolve(const ctx *c, const char *p) {
+    if (p[0] == '/' || !c->dir || !c->dir[0]) return dupstr(p, strlen(p));
+    size_t n = strlen(c->dir) + strlen(p) + 2;
+    char *r = malloc(n);
+    if (r) snprintf(r, n, "%s/%s", c->dir, p);
+    return r;
+}
+
+/* "64MiB", "100MB", "1G", "4096" -> bytes */
+static bool parse_size(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || v < 0) return false;
+    while (*end == ' ') end++;
+    double mul = 1;
+    if (!*end || !strcmp(end, "B")) mul = 1;
+    else if (!strcmp(end, "K") || !strcmp(end, "KiB") || !strcmp(end, "kB") || !strcmp(end, "KB")) mul = 1024;
+    else if (!strcmp(end, "M") || !strcmp(end, "MiB") || !strcmp(end, "MB")) mul = 1048576;
+    else if (!strcmp(end, "G") || !strcmp(end, "GiB") || !strcmp(end, "GB")) mul = 1073741824.0;
+    else return false;
+    *out = floor(v * mul);
+    return true;
+}
+
+static dp_status check_template(ctx *c, const field *f, const job_node *n) {
+    const char *s = n->text;
+    for (const char *p = strstr(s, "{{"); p; p = strstr(p + 2, "{{")) {
+        const char *e = strstr(p + 2, "}}");
+        if (!e) return fail(c, n, "%s.%s: '{{' without a closing '}}'", f->section, f->key);
+        const char *a = p + 2, *b = e;
+        while (a < b && *a == ' ') a++;
+        while (b > a && b[-1] == ' ') b--;
+        if (!job_template_var_known(a, (size_t)(b - a)))
+            return fail(c, n, "%s.%s: unknown variable {{%.*s}} (known: content, path, filename, ext, chunk_index, "
+                        "chunk_count, date, doc_sha256)", f->section, f->key, (int)(b - a), a);
+    }
+    return DP_OK;
+}
+
+/* Stores value node n into base + f->off. */
+static dp_status set_field(ctx *c, const field *f, const job_node *n, uint8_t *base, bool is_default) {
+    void *dst = base + f->off;
+    if (f->type == F_STRLIST) {
+        char ***list = dst;
+        size_t *count = (size_t *)(base + f->off + (f->off == I(include) ? offsetof(job_input, n_include) -
+                                                                          offsetof(job_input, include)
+                                                                        : offsetof(job_input, n_exclude) -
+                                                                          offsetof(job_input, exclude)));
+        const job_node *const *items = &n;
+        size_t k = 1;
+        if (n->kind == JOB_NODE_SEQ) items = (const job_node *const *)n->items, k = n->n;
+        else if (n->kind != JOB_NODE_SCALAR)
+            return fail(c, n, "%s.%s must be a list of glob patterns, not %s", f->section, f->key, kind_name(n));
+        *list = calloc(k ? k : 1, sizeof(char *));
+        if (!*list) return dp_err_set(c->err, DP_ENOMEM, "out of memory");
+        for (size_t i = 0; i < k; i++) {
+            if (items[i]->kind != JOB_NODE_SCALAR || !items[i]->len)
+                return fail(c, items[i], "%s.%s: each entry must be a non-empty glob pattern", f->section, f->key);
+            (*list)[i] = dupstr(items[i]->text, items[i]->len);
+            *count = i + 1;
+        }
+        return DP_OK;
+    }
+    if (n->kind != JOB_NODE_SCALAR)
+        return fail(c, n, "%s%s%s must be a value, not %s", f->section, f->section[0] ? "." : "", f->key, kind_name(n));
+    const char *t = n->text;
+    const char *path_name = f->section[0] ? f->section : "";
+    switch (f->type) {
+    case F_STR:
+    case F_TEMPLATE:
+        if (f->type == F_TEMPLATE) {
+            dp_status st = check_template(c, f, n);
+            if (st) return st;
+        }
+        *(char **)dst = dupstr(t, n->len);
+        return DP_OK;
+    case F_PATH:
+        if (!n->len) return fail(c, n, "%s.%s: an empty path", path_name, f->key);
+        *(char **)dst = resolve(c, t);
+        return DP_OK;
+    case F_BOOL:
+        if (!strcmp(t, "true") || !strcmp(t, "yes")) *(bool *)dst = true;
+        else if (!strcmp(t, "false") || !strcmp(t, "no")) *(bool *)dst = false;
+        else return fail(c, n, "%s.%s is '%s' but must be true or false", path_name, f->key, t);
+        return DP_OK;
+    case F_ENUM: {
+        int idx = 0;
+        for (const char *e = f->enums; *e; idx++) {
+            const char *bar = strchr(e, '|');
+            size_t l = bar ? (size_t)(bar - e) : strlen(e);
+            if (l == n->len && !memcmp(e, t, l)) {
+                *(int *)dst = idx;
+                return DP_OK;
+            }
+            e += l + (bar ? 1 : 0);
+        }
+        return fail(c, n, "%s.%s is '%s' but must be one of %s", path_name, f->key, t, f->enums);
+    }
+    case F_INT:
+    case F_SIZE:
+    case F_FLOAT: {
+        double v;
+        char *end = NULL;
+        if (f->type == F_SIZE) {
+            if (!parse_size(t, &v))
+                return fail(c, n, "%s.%s is '%s' but must be a size such as 4096, 64KiB, 100MB or 1GiB", path_name,
+                            f->key, t);
+        } else {
+            errno = 0;
+            v = strtod(t, &end);
+            if (!n->len || end == t || *end || errno || isnan(v))
+                return fail(c, n, "%s.%s is '%s' but must be a number", path_name, f->key, t);
+            if (f->type == F_INT && v != floor(v))
+                return fail(c, n, "%s.%s is %s but must be a whole number", path_name, f->key, t);
+        }
+        if (v < f->min || v > f->max)
+            return fail(c, n, "%s.%s is %s but must be in [%g, %g]", path_name, f->key, t, f->min, f->max);
+        if (f->type == F_FLOAT) *(double *)dst = v;
+        else *(int64_t *)dst = (int64_t)v;
+        return DP_OK;
+    }
+    default: break;
+    }
+    (void)is_default;
+    return DP_OK;
+}
+
+/* Applies the fields of `section` from mapping m (may be NULL: defaults only) to base. */
+static dp_status apply_section(ctx *c, const char *section, const job_node *m, const job_node *where, uint8_t *base) {
+    if (m && m->kind != JOB_NODE_MAP)
+        return fail(c, m, "%s must be a mapping of keys, not %s", section, kind_name(m));
+    /* unknown or duplicate keys */
+    for (size_t i = 0; m && i + 1 < m->n; i += 2) {
+        const job_node *k = m->items[i];
+        bool known = false;
+        for (size_t f = 0; f < N_FIELDS && !known; f++)
+            known = !strcmp(k_fields[f].section, section) && !strcmp(k_fields[f].key, k->text);
+        if (!known) {
+            const char *s = suggest(section, k->text);
+            return fail(c, k, "unknown key '%s' in %s%s%s%s", k->text, section, s ? " (did you mean '" : "",
+                        s ? s : "", s ? "'?)" : "");
+        }
+        for (size_t j = 0; j < i; j += 2)
+            if (!strcmp(m->items[j]->text, k->text))
+                return fail(c, k, "key '%s' appears twice in %s (first at line %d)", k->text, section, m->items[j]->line);
+    }
+    for (size_t f = 0; f < N_FIELDS; f++) {
+        const field *fd = &k_fields[f];
+        if (strcmp(fd->section, section)) continue;
+        const job_node *v = NULL;
+        for (size_t i = 0; m && i + 1 < m->n; i += 2)
+            if (!strcmp(m->items[i]->text, fd->key)) v = m->items[i + 1];
+        if (v && v->kind == JOB_NODE_SCALAR && v->plain && (!strcmp(v->text, "null") || !strcmp(v->text, "~") ||
+                                                           !v->len))
+            v = NULL; /* an explicit null means "the default" */
+        if (!v) {
+            if (fd->required)
+                return fail(c, where, "%s.%s is required", !strcmp(section, "inputs[]") ? "inputs[]" : section, fd->key);
+            if (!fd->def) continue;
+            job_node dn = {JOB_NODE_SCALAR, where ? where->line : 1, where ? where->col : 1, (char *)fd->def,
+                           strlen(fd->def), true, NULL, 0};
+            dp_status st = set_field(c, fd, &dn, base, true);
+            if (st) return st;
+            continue;
+        }
+        dp_status st = set_field(c, fd, v, base, false);
+        if (st) return st;
+    }
+    return DP_OK;
+}
+
+static const job_node *map_get(const job_node *m, const char *key) {
+    for (size_t i = 0; m && i + 1 < m->n; i += 2)
+        if (m->items[i]->kind == JOB_NODE_SCALAR && !strcmp(m->items[i]->text, key)) return m->items[i + 1];
+    return NULL;
+}
+
+static const job_node *map_key(const job_node *m, const char *key) {
+    for (size_t i = 0; m && i + 1 < m->n; i += 2)
+        if (m->items[i]->kind == JOB_NODE_SCALAR && !strcmp(m->items[i]->text, key)) return m->items[i];
+    return NULL;
+}
+
+static dp_status build(ctx *c, const job_node *root, job_spec *j) {
+    if (!root) return fail(c, NULL, "the job file is empty");
+    if (root->kind != JOB_NODE_MAP) return fail(c, root, "the job file must be a mapping of sections, not %s",
+                                               kind_name(root));
+    for (size_t i = 0; i + 1 < root->n; i += 2) {
+        const job_node *k = root->items[i];
+        if (k->kind != JOB_NODE_SCALAR) return fail(c, k, "section names must be plain words");
+        bool known = false;
+        for (size_t s = 0; s < sizeof(k_sections) / sizeof(k_sections[0]); s++) known |= !strcmp(k->text, k_sections[s]);
+        if (!known) {
+            const char *s = suggest(NULL, k->text);
+            return fail(c, k, "unknown section '%s'%s%s%s (sections: model, inputs, prompts, generation, chunking, "
+                        "outputs, state_dir)", k->text, s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
+        }
+        for (size_t p = 0; p < i; p += 2)
+            if (!strcmp(root->items[p]->text, k->text))
+                return fail(c, k, "section '%s' appears twice (first at line %d)", k->text, root->items[p]->line);
+    }
+    const char *secs[] = {"model", "prompts", "generation", "chunking", "outputs"};
+    for (size_t s = 0; s < 5; s++) {
+        const job_node *m = map_get(root, secs[s]);
+        if (!m && (!strcmp(secs[s], "model") || !strcmp(secs[s], "prompts") || !strcmp(secs[s], "outputs")))
+            return fail(c, root, "section '%s' is required", secs[s]);
+        /* a missing required key is reported at the section's name */
+        dp_status st = apply_section(c, secs[s], m, m ? map_key(root, secs[s]) : root, (uint8_t *)j);
+        if (st) return st;
+    }
+    /* state_dir: a top-level value */
+    job_node top = *root;
+    dp_status st;
+    {
+        const job_node *sd = map_get(root, "state_dir");
+        job_node wrap = {JOB_NODE_MAP, root->line, root->col, NULL, 0, false, NULL, 0};
+        job_node key = {JOB_NODE_SCALAR, sd ? sd->line : 1, sd ? sd->col : 1, "state_dir", 9, true, NULL, 0};
+        job_node *items[2] = {&key, (job_node *)sd};
+        if (sd) {
+            wrap.items = items;
+            wrap.n = 2;
+        }
+        st = apply_section(c, "", sd ? &wrap : NULL, &top, (uint8_t *)j);
+        if (st) return st;
+    }
+    const job_node *in = map_get(root, "inputs");
+    if (!in) return fail(c, root, "section 'inputs' is required (a list of folders)");
+    if (in->kind != JOB_NODE_SEQ || in->n == 0)
+        return fail(c, in, "inputs must be a non-empty list of folders (- path: docs)");
+    j->inputs = calloc(in->n, sizeof(job_input));
+    if (!j->inputs) return dp_err_set(c->err, DP_ENOMEM, "out of memory");
+    for (size_t i = 0; i < in->n; i++) {
+        const job_node *e = in->items[i];
+        job_input *ji = &j->inputs[j->n_inputs++];
+        ji->line = e->line;
+        ji->col = e->col;
+        if ((st = apply_section(c, "inputs[]", e, e, (uint8_t *)ji))) return st;
+    }
+    /* cross-field rules */
+    const job_node *gen = map_get(root, "generation"), *ch = map_get(root, "chunking");
+    if (j->chunking.max_tokens && j->chunking.overlap >= j->chunking.max_tokens)
+        return fail(c, ch ? map_get(ch, "overlap") : root, "chunking.overlap (%lld) must be smaller than "
+                    "chunking.max_tokens (%lld)", (long long)j->chunking.overlap, (long long)j->chunking.max_tokens);
+    if (j->generation.max_tokens >= j->model.context)
+        return fail(c, gen ? map_get(gen, "max_tokens") : root, "generation.max_tokens (%lld) leaves no room for the "
+                    "prompt in model.context (%lld)", (long long)j->generation.max_tokens, (long long)j->model.context);
+    const job_node *pr = map_get(root, "prompts");
+    if (!strstr(j->prompts.template_, "{{content}}") && !strstr(j->prompts.template_, "{{ content }}"))
+        return fail(c, map_get(pr, "template"), "prompts.template must contain {{content}}");
+    if (j->prompts.reduce_template && !strstr(j->prompts.reduce_template, "{{content}}") &&
+        !strstr(j->prompts.reduce_template, "{{ content }}"))
+        return fail(c, map_get(pr, "reduce_template"), "prompts.reduce_template must contain {{content}}");
+    return DP_OK;
+}
+
+dp_status job_load_buffer(const char *data, size_t len, const char *name, const char *dir, job_spec *out,
+                          dp_err *err) {
+    job_node *root = NULL;
+    dp_status st = job_yaml_parse(data, len, name, &root, err);
+    if (st) return st;
+    job_spec j;
+    memset(&j, 0, sizeof(j));
+    j.file = dupstr(name, strlen(name));
+    j.dir = dupstr(dir ? dir : "", dir ? strlen(dir) : 0);
+    ctx c = {name, dir, err};
+    st = build(&c, root, &j);
+    job_node_free(root);
+    if (st) {
+        job_spec_free(&j);
+        return st;
+    }
+    *out = j;
+    return DP_OK;
+}
+
+dp_status job_load(const char *path, job_spec *out, dp_err *err) {
+    char *data;
+    size_t len;
+    dp_status st = dp_file_read_all(path, JOB_YAML_MAX_BYTES, &data, &len, err);
+    if (st) return st;
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(dir, sizeof(dir), ".");
+    st = job_load_buffer(data, len, path, dir, out, err);
+    free(data);
+    return st;
+}
+
+static void free_list(char **l, size_t n) {
+    for (size_t i = 0; i < n; i++) free(l[i]);
+    free(l);
+}
+
+void job_spec_free(job_spec *j) {
+    if (!j) return;
+    free(j->file);
+    free(j->dir);
+    free(j->model.path);
+    free(j->model.sha256);
+    for (size_t i = 0; i < j->n_inputs; i++) {
+        free(j->inputs[i].path);
+        free_list(j->inputs[i].include, j->inputs[i].n_include);
+        free_list(j->inputs[i].exclude, j->inputs[i].n_exclude);
+        free(j->inputs[i].jsonl_field);
+    }
+    free(j->inputs);
+    free(j->prompts.system);
+    free(j->prompts.template_);
+    free(j->prompts.reduce_template);
+    free(j->outputs.jsonl);
+    free(j->outputs.per_document_dir);
+    free(j->state_dir);
+    memset(j, 0, sizeof(*j));
+}

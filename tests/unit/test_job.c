@@ -1,0 +1,196 @@
+/*
+ * test_job.c - the job file: the reference job parses as written with its defaults, and every
+ * kind of bad job gives its "FILE:LINE:COL: message"; the schema and docs/job-file.md list the
+ * same keys; docpipe validate's exit codes.
+ */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job.h"
+#include "platform.h"
+
+static const char k_example[] =
+    "model:\n"
+    "  path: model.gguf\n"
+    "  device: auto\n"
+    "  context: 512\n"
+    "  threads: 2\n"
+    "inputs:\n"
+    "  - path: corpus\n"
+    "    include: [\"**/*\"]\n"
+    "    exclude: [\"**/skip/**\"]\n"
+    "prompts:\n"
+    "  system: You summarize documents for the operations team.\n"
+    "  template: \"Summarize {{filename}} (part {{chunk_index}} of {{chunk_count}}):\\n{{content}}\"\n"
+    "  reduce_template: \"Combine these summaries of {{filename}} into one:\\n{{content}}\"\n"
+    "generation:\n"
+    "  max_tokens: 24\n"
+    "  temperature: 0\n"
+    "  seed: 7\n"
+    "chunking:\n"
+    "  mode: map-reduce\n"
+    "  overlap: 16\n"
+    "outputs:\n"
+    "  jsonl: out/results.jsonl\n"
+    "state_dir: state\n";
+
+static void test_reference_job_parses_with_defaults(void **state) {
+    (void)state;
+    job_spec j;
+    dp_err err = {0};
+    assert_int_equal(job_load_buffer(k_example, strlen(k_example), "job.yaml", "/jobs", &j, &err), DP_OK);
+    assert_string_equal(j.model.path, "/jobs/model.gguf");
+    assert_int_equal(j.model.device, JOB_DEVICE_AUTO);
+    assert_int_equal(j.model.context, 512);
+    assert_int_equal(j.model.threads, 2);
+    assert_int_equal(j.model.max_sequences, 8);
+    assert_int_equal(j.n_inputs, 1);
+    assert_string_equal(j.inputs[0].path, "/jobs/corpus");
+    assert_int_equal(j.inputs[0].n_include, 1);
+    assert_string_equal(j.inputs[0].include[0], "**/*");
+    assert_string_equal(j.inputs[0].exclude[0], "**/skip/**");
+    assert_int_equal(j.inputs[0].max_file_size, 64 << 20);
+    assert_false(j.inputs[0].follow_symlinks);
+    assert_string_equal(j.inputs[0].jsonl_field, "text");
+    assert_string_equal(j.prompts.system, "You summarize documents for the operations team.");
+    assert_non_null(strstr(j.prompts.template_, "part {{chunk_index}} of {{chunk_count}}):\n{{content}}"));
+    assert_int_equal(j.generation.max_tokens, 24);
+    assert_true(j.generation.temperature == 0.0);
+    assert_int_equal(j.generation.seed, 7);
+    assert_int_equal(j.generation.top_k, 40);
+    assert_false(j.generation.thinking);
+    assert_int_equal(j.chunking.mode, JOB_CHUNK_MAP_REDUCE);
+    assert_int_equal(j.chunking.overlap, 16);
+    assert_string_equal(j.outputs.jsonl, "/jobs/out/results.jsonl");
+    assert_false(j.outputs.gzip);
+    assert_null(j.outputs.per_document_dir);
+    assert_string_equal(j.state_dir, "/jobs/state");
+    job_spec_free(&j);
+    job_spec_free(&j); /* freeing twice is harmless */
+}
+
+/* Replaces the first occurrence of `from` in the reference job by `to`. */
+static char *edit(const char *from, const char *to) {
+    const char *p = strstr(k_example, from);
+    if (!p) fail_msg("test bug: '%s' not in the reference job", from);
+    size_t n = strlen(k_example) - strlen(from) + strlen(to) + 1;
+    char *s = malloc(n);
+    snprintf(s, n, "%.*s%s%s", (int)(p - k_example), k_example, to, p + strlen(from));
+    return s;
+}
+
+static void test_bad_jobs_report_file_line_col(void **state) {
+    (void)state;
+    const struct { const char *from, *to, *want; } c[] = {
+        {"  threads: 2\n", "  thread: 2\n", "job.yaml:5:3: unknown key 'thread' in model (did you mean 'threads'?)"},
+        {"model:\n", "modle:\n", "job.yaml:1:1: unknown section 'modle' (did you mean 'model'?)"},
+        {"  context: 512\n", "  context: lots\n", "job.yaml:4:12: model.context is 'lots' but must be a number"},
+        {"  context: 512\n", "  context: 12\n", "job.yaml:4:12: model.context is 12 but must be in [64, 1.04858e+06]"},
+        {"  context: 512\n", "  context: 512.5\n", "job.yaml:4:12: model.context is 512.5 but must be a whole number"},
+        {"  device: auto\n", "  device: tpu\n", "job.yaml:3:11: model.device is 'tpu' but must be one of auto|cpu|cuda"},
+        {"  temperature: 0\n", "  temperature: 9\n", "generation.temperature is 9 but must be in [0, 5]"},
+        {"  mode: map-reduce\n", "  mode: mapreduce\n", "must be one of map-reduce|per-chunk"},
+        {"  path: model.gguf\n", "  sha256: abc\n", "job.yaml:1:1: model.path is required"},
+        {"{{chunk_count}}):", "{{chunks}}):", "job.yaml:12:13: prompts.template: unknown variable {{chunks}}"},
+        {"\\n{{content}}\"\n  reduce", "\"\n  reduce", "job.yaml:12:13: prompts.template must contain {{content}}"},
+        {"  overlap: 16\n", "  overlap: 16\n  max_tokens: 16\n", "chunking.overlap (16) must be smaller than chunking.max_tokens (16)"},
+        {"  max_tokens: 24\n", "  max_tokens: 600\n", "generation.max_tokens (600) leaves no room for the prompt"},
+        {"inputs:\n  - path: corpus\n", "inputs:\n  - paths: corpus\n", "job.yaml:7:5: unknown key 'paths' in inputs[] (did you mean 'path'?)"},
+        {"    include: [\"**/*\"]\n", "    include: {a: b}\n", "inputs[].include must be a list of glob patterns"},
+        {"  gzip_unused: 1\n", "", NULL}, /* placeholder, skipped */
+        {"model:\n", "model: [1, 2]\nx:\n", "job.yaml:1:8: model must be a mapping of keys, not a list"},
+        {"  threads: 2\n", "  threads: 2\n  threads: 3\n", "job.yaml:6:3: key 'threads' appears twice in model (first at line 5)"},
+        {"state_dir: state\n", "state_dir: [a]\n", "job.yaml:23:12: state_dir must be a value, not a list"},
+        {"  seed: 7\n", "  seed: &s 7\n  top_k: *s\n", "job.yaml:17:9: anchors (&s) are not allowed in job files"},
+        {"  seed: 7\n", "  seed: [7\n", "job.yaml:18:1: YAML syntax error"},
+        {"state_dir: state\n", "state_dir: state\n---\nmodel: {}\n", "a job file holds one YAML document"},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        if (!c[i].want) continue;
+        char *text = edit(c[i].from, c[i].to);
+        job_spec j;
+        dp_err err = {0};
+        dp_status st = job_load_buffer(text, strlen(text), "job.yaml", "/jobs", &j, &err);
+        if (st != DP_EFORMAT || !strstr(err.msg, c[i].want))
+            fail_msg("case %zu: got %s '%s'\nwant '%s'", i, dp_status_name(st), err.msg, c[i].want);
+        free(text);
+    }
+}
+
+static void test_hostile_yaml_is_refused(void **state) {
+    (void)state;
+    job_spec j;
+    dp_err err = {0};
+    const char *alias = "a: &x [1]\nb: *x\n";
+    assert_int_equal(job_load_buffer(alias, strlen(alias), "j.yaml", "", &j, &err), DP_EFORMAT);
+    assert_non_null(strstr(err.msg, "j.yaml:1:4: anchors (&x) are not allowed"));
+    /* a billion-laughs document never expands: the first anchor stops it */
+    const char *laughs = "a: &a [\"lol\",\"lol\"]\nb: &b [*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b]\n";
+    assert_int_equal(job_load_buffer(laughs, strlen(laughs), "j.yaml", "", &j, &err), DP_EFORMAT);
+    char deep[200] = "a: ";
+    for (int i = 0; i < 40; i++) strcat(deep, "[");
+    assert_int_equal(job_load_buffer(deep, strlen(deep), "j.yaml", "", &j, &err), DP_EFORMAT);
+    assert_non_null(strstr(err.msg, "nesting deeper than 16 levels"));
+    assert_int_equal(job_load_buffer("", 0, "j.yaml", "", &j, &err), DP_EFORMAT);
+    assert_non_null(strstr(err.msg, "the job file is empty"));
+    assert_int_equal(job_load_buffer("- 1\n- 2\n", 8, "j.yaml", "", &j, &err), DP_EFORMAT);
+    assert_non_null(strstr(err.msg, "must be a mapping of sections"));
+    const char bad_utf8[] = "model: {path: \"\xff\xfe\"}\n";
+    assert_int_equal(job_load_buffer(bad_utf8, strlen(bad_utf8), "j.yaml", "", &j, &err), DP_EFORMAT);
+}
+
+static void test_every_schema_key_is_documented(void **state) {
+    (void)state;
+    char path[1024], *doc;
+    size_t len;
+    dp_err err = {0};
+    snprintf(path, sizeof(path), "%s/docs/job-file.md", DP_SOURCE_DIR);
+    assert_int_equal(dp_file_read_all(path, 1 << 20, &doc, &len, &err), DP_OK);
+    for (size_t i = 0; i < job_schema_n_keys(); i++) {
+        const char *sec, *key;
+        job_schema_key(i, &sec, &key);
+        char want[128];
+        snprintf(want, sizeof(want), "`%s%s%s`", sec, sec[0] ? "." : "", key);
+        if (!strstr(doc, want)) fail_msg("docs/job-file.md does not document %s", want);
+    }
+    free(doc);
+}
+
+static void test_validate_command_exit_codes(void **state) {
+    (void)state;
+    dp_err err = {0};
+    assert_int_equal(dp_mkdir_p(tu_tmp("job/corpus"), &err), DP_OK);
+    tu_write_file(tu_tmp("job/job.yaml"), k_example, strlen(k_example));
+    assert_int_equal(tu_run(NULL, "validate '%s'", tu_tmp("job/job.yaml")), 78); /* no model file */
+    assert_non_null(strstr(tu_last_stderr(), "model.path"));
+    tu_write_file(tu_tmp("job/model.gguf"), "x", 1);
+    char *out;
+    assert_int_equal(tu_run(&out, "validate '%s'", tu_tmp("job/job.yaml")), 0);
+    assert_non_null(strstr(out, "valid"));
+    free(out);
+    char *bad = edit("  threads: 2\n", "  threads: two\n");
+    tu_write_file(tu_tmp("job/bad.yaml"), bad, strlen(bad));
+    free(bad);
+    assert_int_equal(tu_run(NULL, "validate '%s'", tu_tmp("job/bad.yaml")), 65);
+    assert_non_null(strstr(tu_last_stderr(), "bad.yaml:5:12: model.threads is 'two' but must be a number"));
+    char *noin = edit("  - path: corpus\n", "  - path: nowhere\n");
+    tu_write_file(tu_tmp("job/noin.yaml"), noin, strlen(noin));
+    free(noin);
+    assert_int_equal(tu_run(NULL, "validate '%s'", tu_tmp("job/noin.yaml")), 66);
+    assert_int_equal(tu_run(NULL, "validate '%s'", tu_tmp("job/missing.yaml")), 66);
+    assert_int_equal(tu_run(NULL, "validate"), 64);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reference_job_parses_with_defaults),
+        cmocka_unit_test(test_bad_jobs_report_file_line_col),
+        cmocka_unit_test(test_hostile_yaml_is_refused),
+        cmocka_unit_test(test_every_schema_key_is_documented),
+        cmocka_unit_test(test_validate_command_exit_codes),
+    };
+    return cmocka_run_group_tests_name("job", tests, NULL, NULL);
+}
