@@ -101,7 +101,8 @@ static void test_bad_jobs_report_file_line_col(void **state) {
         {"inputs:\n  - path: corpus\n", "inputs:\n  - paths: corpus\n", "job.yaml:7:5: unknown key 'paths' in inputs[] (did you mean 'path'?)"},
         {"    include: [\"**/*\"]\n", "    include: {a: b}\n", "inputs[].include must be a list of glob patterns"},
         {"  gzip_unused: 1\n", "", NULL}, /* placeholder, skipped */
-        {"model:\n", "model: [1, 2]\nx:\n", "job.yaml:1:8: model must be a mapping of keys, not a list"},
+        {"model:\n  path: model.gguf\n  device: auto\n  context: 512\n  threads: 2\n", "model: [1, 2]\n",
+         "job.yaml:1:8: model must be a mapping of keys, not a list"},
         {"  threads: 2\n", "  threads: 2\n  threads: 3\n", "job.yaml:6:3: key 'threads' appears twice in model (first at line 5)"},
         {"state_dir: state\n", "state_dir: [a]\n", "job.yaml:23:12: state_dir must be a value, not a list"},
         {"  seed: 7\n", "  seed: &s 7\n  top_k: *s\n", "job.yaml:17:9: anchors (&s) are not allowed in job files"},
