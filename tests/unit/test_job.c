@@ -106,7 +106,7 @@ static void test_bad_jobs_report_file_line_col(void **state) {
         {"  threads: 2\n", "  threads: 2\n  threads: 3\n", "job.yaml:6:3: key 'threads' appears twice in model (first at line 5)"},
         {"state_dir: state\n", "state_dir: [a]\n", "job.yaml:23:12: state_dir must be a value, not a list"},
         {"  seed: 7\n", "  seed: &s 7\n  top_k: *s\n", "job.yaml:17:9: anchors (&s) are not allowed in job files"},
-        {"  seed: 7\n", "  seed: [7\n", "job.yaml:18:1: YAML syntax error"},
+        {"  seed: 7\n", "  seed: [7\n", "job.yaml:18:9: YAML syntax error: did not find expected ','"},
         {"state_dir: state\n", "state_dir: state\n---\nmodel: {}\n", "a job file holds one YAML document"},
     };
     for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
