@@ -316,8 +316,8 @@ static void dn_gated_norm(const eng_deltanet_args *a, int t, int h, const float 
  * (kernels: eng_delta_chunk_*), then the gated RMSNorm of each output row. */
 static void dn_chunk(const eng_deltanet_args *a, int h, const int *idx, int c, float *St, float *ws,
                      eng_delta_chunk_fn chunk) {
-    const float *q[DN_CHUNK], *k[DN_CHUNK], *v[DN_CHUNK];
-    float beta[DN_CHUNK], g[DN_CHUNK];
+    const float *q[DN_CHUNK] = {0}, *k[DN_CHUNK] = {0}, *v[DN_CHUNK] = {0};
+    float beta[DN_CHUNK] = {0}, g[DN_CHUNK] = {0};
     for (int r = 0; r < c; r++) dn_token(a, idx[r], h, &q[r], &k[r], &v[r], &beta[r], &g[r]);
     float *O = ws;
     chunk(c, q, k, v, beta, g, St, a->dk, a->dv, O, ws + (size_t)DN_CHUNK * a->dv);
