@@ -590,7 +590,7 @@ static size_t bpe_heap(const eng_tokenizer *t, eng_tok_ws *ws, size_t n) {
         prev[i] = (int32_t)i - 1;
         next[i] = i + 1 < n ? (int32_t)(i + 1) : -1;
     }
-    int32_t res;
+    int32_t res = -1;
     for (size_t i = 0; i + 1 < n; i++) {
         int32_t r = merge_rank(t, s[i], s[i + 1], &res);
         if (r >= 0) heap_push(ws, (uint64_t)(uint32_t)r << 32 | (uint32_t)i);
