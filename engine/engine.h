@@ -2,7 +2,8 @@
  * engine.h - the public face of the docpipe engine: the only engine header pipeline/ includes.
  *
  * Run a prompt and read the next token's logits (the llama_decode model: submit tokens with
- * positions and sequence ids, step, read logits; see examples/generate.c for a full loop):
+ * positions and sequence ids, step, read logits; examples/generate.c is the full runnable loop
+ * with chat rendering, sampling and streaming):
  *
  *   eng_model *m;  eng_context *c;  dp_err err = {0};
  *   eng_model_load("model.gguf", &m, &err);
