@@ -1,0 +1,45 @@
+/*
+ * extract.h - document bytes to plain UTF-8 text, by format (the reader stage's decoding half;
+ * walking folders is reader.c's job).
+ *
+ *   text formats  .txt .md .rst and source code: byte-order marks handled (UTF-8, UTF-16 LE/BE)
+ *   .html .htm    tags, scripts and styles dropped, entities decoded, block elements -> line breaks
+ *   .gz           zlib, every member of a multi-member file, then by the inner name's extension
+ *
+ * Invalid UTF-8 becomes U+FFFD (counted); NUL bytes in a text document mean binary_file;
+ * output past the size limit (after decompression too) means too_large.
+ */
+#ifndef PL_EXTRACT_H
+#define PL_EXTRACT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+typedef enum pl_doc_error {
+    PL_DOC_OK = 0,
+    PL_DOC_BINARY,        /* "binary_file" */
+    PL_DOC_TOO_LARGE,     /* "too_large" */
+    PL_DOC_UNREADABLE,    /* "input_unreadable": corrupt compressed data, bad encoding */
+    PL_DOC_UNSUPPORTED,   /* "unsupported_format" */
+} pl_doc_error;
+
+typedef struct pl_doc_text {
+    char *text;           /* NUL-terminated UTF-8, owned; free with pl_doc_text_free() */
+    size_t len;
+    size_t n_replaced;    /* invalid sequences replaced by U+FFFD */
+    const char *format;   /* "text", "html", "gz+text", ... (static) */
+} pl_doc_text;
+
+/* The record code of an error ("binary_file", ...). */
+const char *pl_doc_error_code(pl_doc_error e);
+/* True when the file name's extension is one the reader extracts. */
+int pl_extract_supported(const char *name);
+/* Extracts name's bytes (the name picks the format) into out. Returns PL_DOC_OK or the reason
+ * the document is skipped, with a human message in err. max_bytes bounds the decoded size. */
+pl_doc_error pl_extract_text(const char *name, const uint8_t *data, size_t len, size_t max_bytes, pl_doc_text *out,
+                             dp_err *err);
+void pl_doc_text_free(pl_doc_text *t);
+
+#endif /* PL_EXTRACT_H */
