@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 #include <zlib.h>
 
 #include "dynbuf.h"
@@ -52,7 +53,8 @@ static const char *const k_html_ext[] = {"html", "htm", "xhtml", NULL};
 
 int pl_extract_supported(const char *name) {
     const char *e = ext_of(name);
-    return ext_is(e, k_text_ext) || ext_is(e, k_html_ext) || ext_is(e, (const char *const[]){"gz", NULL});
+    return ext_is(e, k_text_ext) || ext_is(e, k_html_ext) ||
+           ext_is(e, (const char *const[]){"gz", "docx", "jsonl", NULL});
 }
 
 /* Raw bytes -> valid UTF-8 (BOMs, UTF-16, repair). */
@@ -252,10 +254,171 @@ static pl_doc_error gunzip(const uint8_t *d, size_t n, size_t max, dp_buf *out, 
     return rc;
 }
 
+/* ---- docx: zip container, word/document.xml ---------------------------------------------- */
+
+static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static uint32_t rd32(const uint8_t *p) { return rd16(p) | rd16(p + 2) << 16; }
+
+/* Finds and inflates one member of a zip archive, every offset checked against n. */
+static pl_doc_error zip_member(const uint8_t *d, size_t n, const char *want, size_t max, dp_buf *out, dp_err *err) {
+    if (n < 22) return dp_err_set(err, DP_EFORMAT, "not a zip archive"), PL_DOC_UNREADABLE;
+    size_t eocd = SIZE_MAX;
+    for (size_t i = n - 22 + 1; i-- > 0 && n - i <= 65557;)
+        if (rd32(d + i) == 0x06054b50u) {
+            eocd = i;
+            break;
+        }
+    if (eocd == SIZE_MAX) return dp_err_set(err, DP_EFORMAT, "zip end-of-directory record not found"), PL_DOC_UNREADABLE;
+    const size_t n_ent = rd16(d + eocd + 10), cd_off = rd32(d + eocd + 16);
+    size_t p = cd_off;
+    const size_t wl = strlen(want);
+    for (size_t e = 0; e < n_ent; e++) {
+        if (p > n || n - p < 46 || rd32(d + p) != 0x02014b50u)
+            return dp_err_set(err, DP_EFORMAT, "corrupt zip central directory"), PL_DOC_UNREADABLE;
+        const uint32_t method = rd16(d + p + 10), csize = rd32(d + p + 20), usize = rd32(d + p + 24);
+        const size_t nl = rd16(d + p + 28), xl = rd16(d + p + 30), cl = rd16(d + p + 32), lho = rd32(d + p + 42);
+        if (n - p - 46 < nl) return dp_err_set(err, DP_EFORMAT, "corrupt zip entry name"), PL_DOC_UNREADABLE;
+        if (nl == wl && !memcmp(d + p + 46, want, wl)) {
+            if (lho > n || n - lho < 30 || rd32(d + lho) != 0x04034b50u)
+                return dp_err_set(err, DP_EFORMAT, "corrupt zip local header"), PL_DOC_UNREADABLE;
+            const size_t data_off = lho + 30 + rd16(d + lho + 26) + rd16(d + lho + 28);
+            if (data_off > n || n - data_off < csize)
+                return dp_err_set(err, DP_EFORMAT, "zip member '%s' runs past the end", want), PL_DOC_UNREADABLE;
+            if (usize > max) return dp_err_set(err, DP_ERANGE, "'%s' is %u bytes uncompressed", want, usize), PL_DOC_TOO_LARGE;
+            dp_buf_init(out, max);
+            if (method == 0) {
+                if (dp_buf_append(out, d + data_off, csize)) return PL_DOC_TOO_LARGE;
+                return PL_DOC_OK;
+            }
+            if (method != 8) return dp_err_set(err, DP_EUNSUPPORTED, "zip method %u", method), PL_DOC_UNREADABLE;
+            z_stream z;
+            memset(&z, 0, sizeof(z));
+            if (inflateInit2(&z, -MAX_WBITS) != Z_OK) return PL_DOC_UNREADABLE;
+            z.next_in = (Bytef *)(uintptr_t)(d + data_off);
+            z.avail_in = csize;
+            uint8_t chunk[65536];
+            pl_doc_error rc = PL_DOC_OK;
+            for (;;) {
+                z.next_out = chunk;
+                z.avail_out = sizeof(chunk);
+                int r = inflate(&z, Z_NO_FLUSH);
+                if (dp_buf_append(out, chunk, sizeof(chunk) - z.avail_out)) {
+                    dp_err_set(err, DP_ERANGE, "'%s' inflates past %zu bytes", want, max);
+                    rc = PL_DOC_TOO_LARGE;
+                    break;
+                }
+                if (r == Z_STREAM_END) break;
+                if (r != Z_OK) {
+                    dp_err_set(err, DP_EFORMAT, "corrupt deflate data in '%s'", want);
+                    rc = PL_DOC_UNREADABLE;
+                    break;
+                }
+            }
+            inflateEnd(&z);
+            if (rc) dp_buf_free(out);
+            return rc;
+        }
+        p += 46 + nl + xl + cl;
+    }
+    dp_err_set(err, DP_EFORMAT, "no '%s' in the archive", want);
+    return PL_DOC_UNREADABLE;
+}
+
+static void xml_text(const char *s, size_t n, dp_buf *o) {
+    size_t i = 0;
+    int in_t = 0;
+    while (i < n) {
+        if (s[i] == '<') {
+            const char *gt = memchr(s + i, '>', n - i);
+            size_t end = gt ? (size_t)(gt - s) + 1 : n;
+            const char *tag = s + i + 1;
+            size_t tl = end - i - 1;
+            if (tl >= 4 && !memcmp(tag, "w:t>", 4)) in_t = 1;
+            else if (tl >= 4 && !memcmp(tag, "w:t ", 4)) in_t = tag[tl - 2] != '/';
+            else if (tl >= 4 && !memcmp(tag, "/w:t", 4)) in_t = 0;
+            else if (tl >= 5 && !memcmp(tag, "/w:p", 4) && (tag[4] == '>' || tag[4] == ' ')) dp_buf_append(o, "\n", 1);
+            else if (tl >= 6 && !memcmp(tag, "w:tab", 5) && (tag[5] == '/' || tag[5] == ' ')) dp_buf_append(o, "\t", 1);
+            else if (tl >= 5 && (!memcmp(tag, "w:br", 4) || !memcmp(tag, "w:cr", 4)) && (tag[4] == '/' || tag[4] == ' '))
+                dp_buf_append(o, "\n", 1);
+            i = end;
+            continue;
+        }
+        if (in_t) {
+            if (s[i] == '&') {
+                int used = put_entity(s + i + 1, n - i - 1, o);
+                if (used) {
+                    i += (size_t)used + 1;
+                    continue;
+                }
+            }
+            dp_buf_append(o, s + i, 1);
+        }
+        i++;
+    }
+    while (o->len && o->data[o->len - 1] == '\n') o->len--;
+    if (o->data) o->data[o->len] = 0;
+}
+
+pl_doc_error pl_extract_jsonl_line(const char *line, size_t len, const char *field, size_t max, pl_doc_text *out,
+                                   dp_err *err) {
+    memset(out, 0, sizeof(*out));
+    json_error_t je;
+    json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    if (!o) {
+        dp_err_set(err, DP_EFORMAT, "invalid JSON at column %d: %s", je.column, je.text);
+        return PL_DOC_UNREADABLE;
+    }
+    json_t *v = json_is_object(o) ? json_object_get(o, field) : NULL;
+    pl_doc_error rc = PL_DOC_OK;
+    if (!json_is_string(v)) {
+        dp_err_set(err, DP_EFORMAT, "the line has no string field '%s'", field);
+        rc = PL_DOC_UNREADABLE;
+    } else if (json_string_length(v) > max) {
+        dp_err_set(err, DP_ERANGE, "field '%s' is %zu bytes, over %zu", field, json_string_length(v), max);
+        rc = PL_DOC_TOO_LARGE;
+    } else if (memchr(json_string_value(v), 0, json_string_length(v))) {
+        dp_err_set(err, DP_EFORMAT, "field '%s' contains a NUL character", field);
+        rc = PL_DOC_BINARY;
+    } else {
+        out->len = json_string_length(v);
+        out->text = malloc(out->len + 1);
+        if (!out->text) rc = PL_DOC_UNREADABLE;
+        else {
+            memcpy(out->text, json_string_value(v), out->len + 1);
+            out->format = "jsonl";
+        }
+    }
+    json_decref(o);
+    return rc;
+}
+
 pl_doc_error pl_extract_text(const char *name, const uint8_t *data, size_t len, size_t max, pl_doc_text *out,
                              dp_err *err) {
     memset(out, 0, sizeof(*out));
     const char *e = ext_of(name);
+    if (ext_is(e, (const char *const[]){"docx", NULL})) {
+        dp_buf xml;
+        pl_doc_error r = zip_member(data, len, "word/document.xml", max, &xml, err);
+        if (r) return r;
+        dp_buf t;
+        dp_buf_init(&t, max);
+        xml_text(xml.data ? (const char *)xml.data : "", xml.len, &t);
+        dp_buf_free(&xml);
+        dp_buf_append(&t, "", 0);
+        size_t bad = 0;
+        uint8_t *fixed = malloc(3 * t.len + 1);
+        if (!fixed) {
+            dp_buf_free(&t);
+            return PL_DOC_UNREADABLE;
+        }
+        out->len = dp_utf8_repair(t.data, t.len, fixed, &bad);
+        fixed[out->len] = 0;
+        dp_buf_free(&t);
+        out->text = (char *)fixed;
+        out->n_replaced = bad;
+        out->format = "docx";
+        return PL_DOC_OK;
+    }
     dp_buf raw = {0};
     char inner[1024];
     const char *fmt_prefix = "";

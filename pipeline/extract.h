@@ -5,6 +5,8 @@
  *   text formats  .txt .md .rst and source code: byte-order marks handled (UTF-8, UTF-16 LE/BE)
  *   .html .htm    tags, scripts and styles dropped, entities decoded, block elements -> line breaks
  *   .gz           zlib, every member of a multi-member file, then by the inner name's extension
+ *   .docx         the text of word/document.xml (zip + deflate), one line per paragraph
+ *   .jsonl        not here: each line is a document of its own, see pl_extract_jsonl_line
  *
  * Invalid UTF-8 becomes U+FFFD (counted); NUL bytes in a text document mean binary_file;
  * output past the size limit (after decompression too) means too_large.
@@ -41,5 +43,9 @@ int pl_extract_supported(const char *name);
 pl_doc_error pl_extract_text(const char *name, const uint8_t *data, size_t len, size_t max_bytes, pl_doc_text *out,
                              dp_err *err);
 void pl_doc_text_free(pl_doc_text *t);
+/* One line of a .jsonl file: the string value of `field` (a JSON object per line). Invalid
+ * JSON, a missing field or a non-string value is PL_DOC_UNREADABLE with the reason in err. */
+pl_doc_error pl_extract_jsonl_line(const char *line, size_t len, const char *field, size_t max_bytes,
+                                   pl_doc_text *out, dp_err *err);
 
 #endif /* PL_EXTRACT_H */

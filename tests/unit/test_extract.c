@@ -101,11 +101,92 @@ static void test_gzip_members_and_bombs(void **state) {
     free(buf);
 }
 
+/* A minimal zip with one member, deflated (method 8) or stored (0). */
+static size_t make_zip(const char *member, const char *content, int method, uint8_t *out) {
+    uint8_t comp[1 << 16];
+    size_t clen, n = strlen(content), nl = strlen(member);
+    if (method == 8) {
+        z_stream z;
+        memset(&z, 0, sizeof(z));
+        assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+        z.next_in = (Bytef *)(uintptr_t)content;
+        z.avail_in = (uInt)n;
+        z.next_out = comp;
+        z.avail_out = sizeof(comp);
+        assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+        clen = sizeof(comp) - z.avail_out;
+        deflateEnd(&z);
+    } else {
+        memcpy(comp, content, n);
+        clen = n;
+    }
+    size_t o = 0;
+#define W16(v) (out[o++] = (uint8_t)(v), out[o++] = (uint8_t)((v) >> 8))
+#define W32(v) (W16((v) & 0xFFFF), W16(((uint32_t)(v)) >> 16))
+    W32(0x04034b50); W16(20); W16(0); W16(method); W16(0); W16(0); W32(0); W32(clen); W32(n); W16(nl); W16(0);
+    memcpy(out + o, member, nl); o += nl;
+    memcpy(out + o, comp, clen); o += clen;
+    size_t cd = o;
+    W32(0x02014b50); W16(20); W16(20); W16(0); W16(method); W16(0); W16(0); W32(0); W32(clen); W32(n); W16(nl);
+    W16(0); W16(0); W16(0); W16(0); W32(0); W32(0);
+    memcpy(out + o, member, nl); o += nl;
+    size_t cd_size = o - cd;
+    W32(0x06054b50); W16(0); W16(0); W16(1); W16(1); W32(cd_size); W32(cd); W16(0);
+#undef W16
+#undef W32
+    return o;
+}
+
+static void test_docx_paragraphs(void **state) {
+    (void)state;
+    const char *xml = "<?xml version=\"1.0\"?><w:document><w:body>"
+                      "<w:p><w:r><w:t>Quarterly</w:t></w:r><w:r><w:t xml:space=\"preserve\"> report &amp; plan</w:t></w:r></w:p>"
+                      "<w:p><w:r><w:t>a</w:t><w:tab/><w:t>b</w:t><w:br/><w:t>\xE4\xB8\xAD</w:t></w:r></w:p>"
+                      "<w:tbl><w:tr><w:tc><w:p><w:r><w:t>cell</w:t></w:r></w:p></w:tc></w:tr></w:tbl>"
+                      "</w:body></w:document>";
+    uint8_t *zip = malloc(1 << 17);
+    pl_doc_text t;
+    for (int method = 0; method <= 8; method += 8) {
+        size_t n = make_zip("word/document.xml", xml, method, zip);
+        assert_int_equal(run("r.docx", zip, n, 1 << 20, &t), PL_DOC_OK);
+        assert_string_equal(t.text, "Quarterly report & plan\na\tb\n\xE4\xB8\xAD\ncell");
+        assert_string_equal(t.format, "docx");
+        pl_doc_text_free(&t);
+        for (size_t cut = 0; cut < n; cut += 7) /* every truncation fails cleanly */
+            assert_int_not_equal(run("r.docx", zip, cut, 1 << 20, &t), PL_DOC_OK);
+    }
+    size_t n = make_zip("word/other.xml", xml, 8, zip);
+    assert_int_equal(run("r.docx", zip, n, 1 << 20, &t), PL_DOC_UNREADABLE);
+    n = make_zip("word/document.xml", xml, 8, zip);
+    assert_int_equal(run("r.docx", zip, n, 64, &t), PL_DOC_TOO_LARGE);
+    assert_int_equal(run("r.docx", "not a zip at all, just text", 27, 1 << 20, &t), PL_DOC_UNREADABLE);
+    free(zip);
+}
+
+static void test_jsonl_lines(void **state) {
+    (void)state;
+    pl_doc_text t;
+    dp_err err = {0};
+    const char *ok = "{\"id\": 1, \"text\": \"hello \\u4e2d\"}";
+    assert_int_equal(pl_extract_jsonl_line(ok, strlen(ok), "text", 1 << 20, &t, &err), PL_DOC_OK);
+    assert_string_equal(t.text, "hello \xE4\xB8\xAD");
+    pl_doc_text_free(&t);
+    assert_int_equal(pl_extract_jsonl_line(ok, strlen(ok), "body", 1 << 20, &t, &err), PL_DOC_UNREADABLE);
+    assert_non_null(strstr(err.msg, "no string field 'body'"));
+    assert_int_equal(pl_extract_jsonl_line("{\"text\": ", 9, "text", 1 << 20, &t, &err), PL_DOC_UNREADABLE);
+    assert_non_null(strstr(err.msg, "invalid JSON"));
+    const char *nul = "{\"text\": \"a\\u0000b\"}";
+    assert_int_equal(pl_extract_jsonl_line(nul, strlen(nul), "text", 1 << 20, &t, &err), PL_DOC_BINARY);
+    assert_int_equal(pl_extract_jsonl_line(ok, strlen(ok), "text", 4, &t, &err), PL_DOC_TOO_LARGE);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_encodings),
         cmocka_unit_test(test_html_to_text),
         cmocka_unit_test(test_gzip_members_and_bombs),
+        cmocka_unit_test(test_docx_paragraphs),
+        cmocka_unit_test(test_jsonl_lines),
     };
     return cmocka_run_group_tests_name("extract", tests, NULL, NULL);
 }
