@@ -57,6 +57,21 @@ bool dp_path_exists(const char *path);
 /* Reads a whole file (up to max_bytes) into a new NUL-terminated buffer; free with free(). */
 dp_status dp_file_read_all(const char *path, size_t max_bytes, char **data, size_t *len, dp_err *err);
 
+typedef enum dp_file_kind { DP_KIND_OTHER = 0, DP_KIND_FILE, DP_KIND_DIR, DP_KIND_LINK } dp_file_kind;
+
+typedef struct dp_stat_info {
+    dp_file_kind kind;
+    uint64_t size;     /* bytes (files) */
+    uint64_t dev, ino; /* identity, to detect directory loops */
+    int64_t mtime_ns;
+} dp_stat_info;
+
+/* Information about path; follow = false describes a symbolic link itself (DP_KIND_LINK). */
+dp_status dp_stat(const char *path, bool follow, dp_stat_info *out, dp_err *err);
+/* The entry names of a directory (no "." or ".."), sorted byte-wise, in one allocation:
+ * free *names with free(). */
+dp_status dp_dir_list(const char *path, char ***names, size_t *n, dp_err *err);
+
 /* ---- Memory maps ------------------------------------------------------------------------ */
 
 typedef struct dp_map {

@@ -19,6 +19,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -207,6 +208,71 @@ dp_status dp_file_read_all(const char *path, size_t max_bytes, char **data, size
 done:
     dp_file_close(&f, NULL);
     return st;
+}
+
+dp_status dp_stat(const char *path, bool follow, dp_stat_info *out, dp_err *err) {
+    struct stat st;
+    if ((follow ? stat(path, &st) : lstat(path, &st)) != 0) return os_err(err, "cannot stat", path);
+    out->kind = S_ISREG(st.st_mode) ? DP_KIND_FILE : S_ISDIR(st.st_mode) ? DP_KIND_DIR
+              : S_ISLNK(st.st_mode) ? DP_KIND_LINK : DP_KIND_OTHER;
+    out->size = (uint64_t)st.st_size;
+    out->dev = (uint64_t)st.st_dev;
+    out->ino = (uint64_t)st.st_ino;
+    out->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    return DP_OK;
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+dp_status dp_dir_list(const char *path, char ***names, size_t *n, dp_err *err) {
+    *names = NULL;
+    *n = 0;
+    DIR *d = opendir(path);
+    if (!d) return os_err(err, "cannot open directory", path);
+    size_t cap = 0, count = 0, bytes = 0;
+    char **v = NULL;
+    char *pool = NULL;
+    struct dirent *e;
+    /* first pass collects names into a growing pool of offsets */
+    size_t *offs = NULL;
+    dp_status st = DP_OK;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        size_t l = strlen(e->d_name) + 1;
+        if (count == cap) {
+            cap = cap ? 2 * cap : 64;
+            size_t *o = realloc(offs, cap * sizeof(size_t));
+            if (!o) { st = DP_ENOMEM; break; }
+            offs = o;
+        }
+        char *p = realloc(pool, bytes + l);
+        if (!p) { st = DP_ENOMEM; break; }
+        pool = p;
+        memcpy(pool + bytes, e->d_name, l);
+        offs[count++] = bytes;
+        bytes += l;
+    }
+    closedir(d);
+    if (!st) {
+        /* one block: the pointer array followed by the names */
+        v = malloc(count * sizeof(char *) + bytes + 1);
+        if (!v) st = DP_ENOMEM;
+        else {
+            char *names_at = (char *)(v + count);
+            if (bytes) memcpy(names_at, pool, bytes);
+            for (size_t i = 0; i < count; i++) v[i] = names_at + offs[i];
+            qsort(v, count, sizeof(char *), cmp_names);
+        }
+    }
+    free(offs);
+    free(pool);
+    if (st) {
+        free(v);
+        return dp_err_set(err, st, "out of memory listing %s", path);
+    }
+    *names = v;
+    *n = count;
+    return DP_OK;
 }
 
 /* ---- Memory maps ------------------------------------------------------------------------ */
