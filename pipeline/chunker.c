@@ -1,0 +1,116 @@
+/*
+ * chunker.c - see chunker.h.
+ *
+ * DESIGN: the whole document is tokenized once; token i covers bytes [off[i], off[i+1]) (the
+ * byte-exact detokenizer gives each token's length). A chunk starting at token s may end at
+ * most at s + budget; within the second half of that window the last boundary of the best
+ * kind wins. The chunk's text is then re-tokenized alone and the end pulled back until it
+ * fits. The next chunk starts `overlap` tokens before the end, always after the previous
+ * start, so the loop makes progress on any input. Cost: one tokenization of the document plus
+ * one per chunk.
+ */
+#include "chunker.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { B_TOKEN = 0, B_SENTENCE = 1, B_LINE = 2, B_PARAGRAPH = 3 };
+
+/* The kind of boundary at byte offset p (between text[p-1] and text[p]). */
+static int boundary_kind(const char *t, size_t p) {
+    if (p >= 2 && t[p - 1] == '\n' && (t[p - 2] == '\n' || (p >= 3 && t[p - 2] == '\r' && t[p - 3] == '\n')))
+        return B_PARAGRAPH;
+    if (p >= 1 && t[p - 1] == '\n') return B_LINE;
+    /* sentence ends: ". " "! " "? " (the space belongs to the next token in BPE), or the
+     * full-width 。！？ (E3 80 82, EF BC 81, EF BC 9F) and ． (EF BC 8E) */
+    if (p >= 3) {
+        const unsigned char *u = (const unsigned char *)t + p - 3;
+        if ((u[0] == 0xE3 && u[1] == 0x80 && u[2] == 0x82) || (u[0] == 0xEF && u[1] == 0xBC &&
+                                                               (u[2] == 0x81 || u[2] == 0x9F || u[2] == 0x8E)))
+            return B_SENTENCE;
+    }
+    if (p >= 1 && (t[p - 1] == '.' || t[p - 1] == '!' || t[p - 1] == '?') && (t[p] == ' ' || t[p] == '\n'))
+        return B_SENTENCE;
+    return B_TOKEN;
+}
+
+static dp_status push(pl_chunks *c, pl_chunk k) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 16;
+        pl_chunk *v = realloc(c->v, cap * sizeof(*v));
+        if (!v) return DP_ENOMEM;
+        c->v = v;
+        c->cap = cap;
+    }
+    c->v[c->n++] = k;
+    return DP_OK;
+}
+
+dp_status pl_chunk_text(const eng_tokenizer *tok, eng_tok_ws *ws, const char *text, size_t len, int32_t budget,
+                        int32_t overlap, pl_chunks *out, dp_err *err) {
+    if (budget < 8 || overlap < 0 || overlap >= budget / 2)
+        return dp_err_set(err, DP_EINVAL, "chunker: budget %d must be >= 8 and overlap %d in [0, budget/2)", budget,
+                          overlap);
+    if (len == 0) return DP_OK;
+    eng_tokens ids = {0}, tmp = {0};
+    size_t *off = NULL;
+    dp_status st = eng_tokenize(tok, ws, text, len, false, false, &ids, err);
+    if (st) goto done;
+    off = malloc((ids.n + 1) * sizeof(size_t));
+    if (!off) {
+        st = dp_err_set(err, DP_ENOMEM, "chunker: out of memory for %zu tokens", ids.n);
+        goto done;
+    }
+    off[0] = 0;
+    for (size_t i = 0; i < ids.n; i++) {
+        const char *p;
+        off[i + 1] = off[i] + eng_token_to_piece(tok, ids.ids[i], true, &p);
+    }
+    if (off[ids.n] != len) {
+        st = dp_err_set(err, DP_ERROR, "chunker: token pieces cover %zu bytes of %zu", off[ids.n], len);
+        goto done;
+    }
+    const size_t n = ids.n;
+    size_t s = 0;
+    while (s < n) {
+        size_t e = s + (size_t)budget < n ? s + (size_t)budget : n;
+        if (e < n) { /* prefer the best boundary in the second half of the window */
+            size_t best = e;
+            int best_kind = -1;
+            for (size_t i = e; i > s + (size_t)budget / 2; i--) {
+                int k = boundary_kind(text, off[i]);
+                if (k > best_kind) {
+                    best_kind = k;
+                    best = i;
+                    if (k == B_PARAGRAPH) break;
+                }
+            }
+            e = best;
+        }
+        /* re-count the chunk on its own; pull the end back until it fits */
+        for (;;) {
+            tmp.n = 0;
+            if ((st = eng_tokenize(tok, ws, text + off[s], off[e] - off[s], false, false, &tmp, err))) goto done;
+            if ((int64_t)tmp.n <= budget || e - s <= 1) break;
+            e -= (size_t)((int64_t)tmp.n - budget) < e - s - 1 ? (size_t)((int64_t)tmp.n - budget) : 1;
+        }
+        if ((st = push(out, (pl_chunk){off[s], off[e], (int32_t)tmp.n}))) {
+            st = dp_err_set(err, DP_ENOMEM, "chunker: out of memory");
+            goto done;
+        }
+        if (e >= n) break;
+        size_t next = e > (size_t)overlap ? e - (size_t)overlap : 0;
+        s = next > s ? next : s + 1;
+    }
+done:
+    eng_tokens_free(&ids);
+    eng_tokens_free(&tmp);
+    free(off);
+    return st;
+}
+
+void pl_chunks_free(pl_chunks *c) {
+    if (!c) return;
+    free(c->v);
+    memset(c, 0, sizeof(*c));
+}
