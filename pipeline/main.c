@@ -28,6 +28,7 @@ static void usage(FILE *f) {
             "  generate -m MODEL.gguf -p PROMPT [-n N] [--chat] one prompt, streamed (sampling as llama-cli)\n"
             "  bench -m MODEL.gguf [-t N] [-p 512] [-n 64]      prompt and generation throughput\n"
             "  validate JOB.yaml                               check a job file without loading the model\n"
+            "  batch -m MODEL.gguf -i IN.jsonl -o OUT.jsonl    OpenAI batch requests, continuous batching\n"
             "  version                                         print the version\n"
             "\n"
             "global options (before the command): -v (info logs), -vv (debug logs), -q (errors only)\n"
@@ -84,6 +85,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "generate")) return pl_cmd_generate(sub_argc, sub_argv);
     if (!strcmp(cmd, "bench")) return pl_cmd_bench(sub_argc, sub_argv);
     if (!strcmp(cmd, "validate")) return pl_cmd_validate(sub_argc, sub_argv);
+    if (!strcmp(cmd, "batch")) return pl_cmd_batch(sub_argc, sub_argv);
     if (!strcmp(cmd, "version")) {
         printf("docpipe %s\n", DP_VERSION);
         return PL_EXIT_OK;
@@ -92,7 +94,7 @@ int main(int argc, char **argv) {
         usage(stdout);
         return PL_EXIT_OK;
     }
-    static const char *const later[] = {"run", "plan", "status", "merge", "batch"};
+    static const char *const later[] = {"run", "plan", "status", "merge"};
     for (size_t k = 0; k < sizeof(later) / sizeof(later[0]); k++) {
         if (!strcmp(cmd, later[k])) {
             fprintf(stderr, "docpipe: '%s' is not implemented in this build yet (see README.md, \"What works today\")\n",

@@ -1,0 +1,435 @@
+/*
+ * cmd_batch.c - `docpipe batch -m MODEL -i requests.jsonl -o results.jsonl [--seqs N] [-c N]
+ *               [-t N] [--device D] [--think]`: OpenAI-batch requests through the engine with
+ * continuous batching (the way `vllm run-batch` reads and writes them).
+ *
+ * Input lines: {"custom_id", "method": "POST", "url": "/v1/chat/completions" (body.messages) or
+ * "/v1/completions" (body.prompt), "body": {max_tokens, temperature, top_p, top_k, min_p, seed,
+ * stop}}. Output lines, in completion order, one per request: {"id", "custom_id",
+ * "response": {"status_code": 200, "body": {... "choices": [...], "usage": {...}}}, "error":
+ * null}, or a response-less line with "error": {"code", "message"} for a malformed request
+ * (naming its line number) or one whose prompt cannot fit the context
+ * (context_length_exceeded). The others still run.
+ *
+ * DESIGN (scheduler): --seqs slots; a free slot admits the next request; every step builds one
+ * batch with one token for each decoding slot and the next prompt piece of each prefilling
+ * slot. Prompt pieces are cut at fixed 256-token offsets of the request's own prompt, never by
+ * what else is in the step, so a request computes exactly the same numbers alone or among 63
+ * others: its output does not depend on batch composition or admission order.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "engine.h"
+#include "exit_codes.h"
+#include "platform.h"
+#include "utf8.h"
+
+bool pl_parse_device(const char *v, int *out);
+
+#define PIECE 256
+
+typedef struct req {
+    char *custom_id;
+    int line;
+    bool chat;
+    eng_tokens prompt;
+    int32_t max_tokens;
+    eng_sampler_params sp;
+    char **stop;
+    size_t n_stop;
+    char *err_code, *err_msg;   /* set when the request is refused */
+} req;
+
+typedef struct slot {
+    req *r;                     /* NULL when free */
+    int32_t n_fed;              /* prompt tokens decoded */
+    int32_t n_gen;
+    eng_sampler *smp;
+    dp_buf text;
+    eng_detok dt;
+    int32_t next;               /* token to feed, once decoding */
+    bool decoding;
+} slot;
+
+static void req_free(req *r) {
+    if (!r) return;
+    free(r->custom_id);
+    eng_tokens_free(&r->prompt);
+    for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->stop);
+    free(r->err_code);
+    free(r->err_msg);
+    free(r);
+}
+
+static req *refuse(req *r, const char *code, const char *fmt, const char *detail) {
+    char msg[512];
+    snprintf(msg, sizeof(msg), fmt, r->line, detail ? detail : "");
+    r->err_code = strdup(code);
+    r->err_msg = strdup(msg);
+    return r;
+}
+
+/* Parses one request line into token ids; refusals are returned as requests with err_code. */
+static req *parse_request(const eng_model *m, const char *line, size_t len, int lineno, int32_t n_ctx, bool think) {
+    req *r = calloc(1, sizeof(*r));
+    if (!r) return NULL;
+    r->line = lineno;
+    r->sp = eng_sampler_default_params();
+    r->sp.temp = 1.0f; /* OpenAI's defaults */
+    r->sp.top_k = 0;
+    r->sp.top_p = 1.0f;
+    r->sp.min_p = 0.0f;
+    r->max_tokens = 256;
+    json_error_t je;
+    json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
+    if (!o || !json_is_object(o)) {
+        json_decref(o);
+        r->custom_id = strdup("");
+        return refuse(r, "invalid_request", "line %d: not a JSON object%s", o ? "" : " (invalid JSON)");
+    }
+    const char *cid = json_string_value(json_object_get(o, "custom_id"));
+    const char *url = json_string_value(json_object_get(o, "url"));
+    json_t *body = json_object_get(o, "body");
+    r->custom_id = strdup(cid ? cid : "");
+    if (!cid) goto bad_field_cid;
+    if (!url || (strcmp(url, "/v1/chat/completions") && strcmp(url, "/v1/completions")) || !json_is_object(body)) {
+        json_decref(o);
+        return refuse(r, "invalid_request", "line %d: url must be /v1/chat/completions or /v1/completions with an "
+                      "object body%s", NULL);
+    }
+    r->chat = !strcmp(url, "/v1/chat/completions");
+    json_t *v;
+    if ((v = json_object_get(body, "max_tokens")) || (v = json_object_get(body, "max_completion_tokens"))) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > n_ctx) goto bad_field;
+        r->max_tokens = (int32_t)json_integer_value(v);
+    }
+    if ((v = json_object_get(body, "temperature"))) {
+        if (!json_is_number(v) || json_number_value(v) < 0) goto bad_field;
+        r->sp.temp = (float)json_number_value(v);
+    }
+    if ((v = json_object_get(body, "top_p"))) r->sp.top_p = json_is_number(v) ? (float)json_number_value(v) : 1.0f;
+    if ((v = json_object_get(body, "top_k"))) r->sp.top_k = json_is_integer(v) ? (int32_t)json_integer_value(v) : 0;
+    if ((v = json_object_get(body, "min_p"))) r->sp.min_p = json_is_number(v) ? (float)json_number_value(v) : 0.0f;
+    if ((v = json_object_get(body, "presence_penalty")) && json_is_number(v))
+        r->sp.presence_penalty = (float)json_number_value(v);
+    if ((v = json_object_get(body, "frequency_penalty")) && json_is_number(v))
+        r->sp.frequency_penalty = (float)json_number_value(v);
+    /* a request's RNG depends on its seed and custom_id only, never on its neighbours */
+    uint64_t seed = 0xcbf29ce484222325ull;
+    for (const char *c = r->custom_id; *c; c++) seed = (seed ^ (uint8_t)*c) * 0x100000001b3ull;
+    if ((v = json_object_get(body, "seed")) && json_is_integer(v)) seed ^= (uint64_t)json_integer_value(v) * 0x9E3779B97F4A7C15ull;
+    r->sp.seed = seed;
+    if ((v = json_object_get(body, "stop"))) {
+        size_t n = json_is_array(v) ? json_array_size(v) : 1;
+        r->stop = calloc(n, sizeof(char *));
+        for (size_t i = 0; i < n; i++) {
+            json_t *s = json_is_array(v) ? json_array_get(v, i) : v;
+            if (!json_is_string(s) || !json_string_length(s)) goto bad_field;
+            r->stop[r->n_stop++] = strdup(json_string_value(s));
+        }
+    }
+    const eng_tokenizer *tok = eng_model_get_tokenizer(m);
+    dp_err err = {0};
+    if (r->chat) {
+        json_t *msgs = json_object_get(body, "messages");
+        size_t n = json_array_size(msgs);
+        if (!n) goto bad_field;
+        eng_chat_msg *cm = calloc(n, sizeof(*cm));
+        for (size_t i = 0; i < n; i++) {
+            json_t *e = json_array_get(msgs, i);
+            cm[i].role = json_string_value(json_object_get(e, "role"));
+            cm[i].content = json_string_value(json_object_get(e, "content"));
+            if (!cm[i].role || !cm[i].content) {
+                free(cm);
+                goto bad_field;
+            }
+        }
+        dp_buf b;
+        dp_buf_init(&b, (size_t)1 << 28);
+        dp_status st = eng_chat_render(eng_model_chat_kind(m), cm, n, true, think, &b, &err);
+        free(cm);
+        if (!st) st = eng_tokenize(tok, NULL, (const char *)b.data, b.len, true, true, &r->prompt, &err);
+        dp_buf_free(&b);
+        if (st) {
+            json_decref(o);
+            return refuse(r, "invalid_request", "line %d: %s", err.msg);
+        }
+    } else {
+        const char *p = json_string_value(json_object_get(body, "prompt"));
+        if (!p) goto bad_field;
+        if (eng_tokenize(tok, NULL, p, strlen(p), true, true, &r->prompt, &err)) {
+            json_decref(o);
+            return refuse(r, "invalid_request", "line %d: %s", err.msg);
+        }
+    }
+    json_decref(o);
+    if (r->prompt.n == 0 || (int64_t)r->prompt.n + 1 > n_ctx) {
+        char d[64];
+        snprintf(d, sizeof(d), "%zu", r->prompt.n);
+        return refuse(r, "context_length_exceeded", "line %d: the prompt has %s tokens; it cannot fit the context", d);
+    }
+    if ((int64_t)r->prompt.n + r->max_tokens > n_ctx) r->max_tokens = n_ctx - (int32_t)r->prompt.n;
+    return r;
+bad_field_cid:
+    json_decref(o);
+    return refuse(r, "invalid_request", "line %d: custom_id (a string) is required%s", NULL);
+bad_field:
+    json_decref(o);
+    return refuse(r, "invalid_request", "line %d: malformed body (messages/prompt, max_tokens, temperature or stop)%s",
+                  NULL);
+}
+
+static void write_line(FILE *out, json_t *o) {
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    fputs(s, out);
+    fputc('\n', out);
+    fflush(out);
+    free(s);
+    json_decref(o);
+}
+
+static void write_error(FILE *out, const req *r, long *n_id) {
+    json_t *o = json_object();
+    char id[64];
+    snprintf(id, sizeof(id), "batch_req_%ld", ++*n_id);
+    json_object_set_new(o, "id", json_string(id));
+    json_object_set_new(o, "custom_id", json_string(r->custom_id));
+    json_object_set_new(o, "response", json_null());
+    json_t *e = json_object();
+    json_object_set_new(e, "code", json_string(r->err_code));
+    json_object_set_new(e, "message", json_string(r->err_msg));
+    json_object_set_new(e, "line", json_integer(r->line));
+    json_object_set_new(o, "error", e);
+    write_line(out, o);
+}
+
+static void write_result(FILE *out, const slot *s, const char *model, const char *finish, long *n_id) {
+    const req *r = s->r;
+    char id[64];
+    snprintf(id, sizeof(id), "batch_req_%ld", ++*n_id);
+    json_t *o = json_object(), *resp = json_object(), *body = json_object(), *ch = json_object();
+    json_object_set_new(o, "id", json_string(id));
+    json_object_set_new(o, "custom_id", json_string(r->custom_id));
+    json_object_set_new(resp, "status_code", json_integer(200));
+    json_object_set_new(body, "object", json_string(r->chat ? "chat.completion" : "text_completion"));
+    json_object_set_new(body, "model", json_string(model));
+    /* random or cut-off output may hold invalid UTF-8: repair it (U+FFFD) rather than lose it */
+    uint8_t *fixed = malloc(3 * s->text.len + 1);
+    size_t fl = fixed ? dp_utf8_repair(s->text.data ? s->text.data : (const uint8_t *)"", s->text.len, fixed, NULL) : 0;
+    json_t *text = json_stringn(fixed ? (const char *)fixed : "", fl);
+    free(fixed);
+    json_object_set_new(ch, "index", json_integer(0));
+    if (r->chat) {
+        json_t *msg = json_object();
+        json_object_set_new(msg, "role", json_string("assistant"));
+        json_object_set_new(msg, "content", text);
+        json_object_set_new(ch, "message", msg);
+    } else {
+        json_object_set_new(ch, "text", text);
+    }
+    json_object_set_new(ch, "finish_reason", json_string(finish));
+    json_t *choices = json_array();
+    json_array_append_new(choices, ch);
+    json_object_set_new(body, "choices", choices);
+    json_t *u = json_object();
+    json_object_set_new(u, "prompt_tokens", json_integer((json_int_t)r->prompt.n));
+    json_object_set_new(u, "completion_tokens", json_integer(s->n_gen));
+    json_object_set_new(u, "total_tokens", json_integer((json_int_t)r->prompt.n + s->n_gen));
+    json_object_set_new(body, "usage", u);
+    json_object_set_new(resp, "body", body);
+    json_object_set_new(o, "response", resp);
+    json_object_set_new(o, "error", json_null());
+    write_line(out, o);
+}
+
+int pl_cmd_batch(int argc, char **argv) {
+    const char *model = NULL, *in = NULL, *outp = NULL;
+    uint32_t seqs = 8, n_ctx = 4096, threads = 0;
+    int device = ENG_DEVICE_AUTO;
+    bool think = false;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true, takes = true;
+        if (!strcmp(o, "-m") || !strcmp(o, "--model")) ok = (model = v) != NULL;
+        else if (!strcmp(o, "-i") || !strcmp(o, "--input")) ok = (in = v) != NULL;
+        else if (!strcmp(o, "-o") || !strcmp(o, "--output")) ok = (outp = v) != NULL;
+        else if (!strcmp(o, "--seqs")) ok = pl_parse_u32(o, v, 1, 4096, &seqs);
+        else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) ok = pl_parse_u32(o, v, 64, 1u << 24, &n_ctx);
+        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = pl_parse_u32(o, v, 1, 1024, &threads);
+        else if (!strcmp(o, "--device")) ok = pl_parse_device(v, &device);
+        else if (!strcmp(o, "--think")) think = true, takes = false;
+        else {
+            fprintf(stderr, "docpipe batch: unknown option '%s'\n", o);
+            goto usage;
+        }
+        if (!ok) return PL_EXIT_USAGE;
+        if (takes) i++;
+    }
+    if (!model || !in || !outp) goto usage;
+    dp_err err = {0};
+    char *data = NULL;
+    size_t len = 0;
+    if (dp_file_read_all(in, (size_t)1 << 31, &data, &len, &err)) {
+        fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
+        return PL_EXIT_NOINPUT;
+    }
+    eng_model *m = NULL;
+    eng_context *c = NULL;
+    if (eng_model_load(model, &m, &err)) {
+        fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
+        free(data);
+        return PL_EXIT_CONFIG;
+    }
+    eng_context_params cp = eng_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_seq_max = seqs;
+    cp.n_threads = (int)threads;
+    cp.device = (eng_device)device;
+    cp.n_ubatch = seqs * PIECE < 4096 ? seqs * PIECE : 4096;
+    if (cp.n_ubatch < PIECE) cp.n_ubatch = PIECE;
+    if (eng_context_new(m, &cp, &c, &err)) {
+        fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
+        eng_model_free(m);
+        free(data);
+        return PL_EXIT_CONFIG;
+    }
+    FILE *out = fopen(outp, "w");
+    if (!out) {
+        fprintf(stderr, "docpipe batch: cannot create %s\n", outp);
+        eng_context_free(c);
+        eng_model_free(m);
+        free(data);
+        return PL_EXIT_CANTCREAT;
+    }
+    const eng_tokenizer *tok = eng_model_get_tokenizer(m);
+    const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
+    const char *mname = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
+    slot *sl = calloc(seqs, sizeof(slot));
+    int32_t *bt = malloc((size_t)cp.n_ubatch * 3 * sizeof(int32_t) + 16);
+    int8_t *bw = malloc(cp.n_ubatch);
+    int32_t *bpos = bt + cp.n_ubatch, *bseq = bpos + cp.n_ubatch;
+    long n_id = 0, n_ok = 0, n_err = 0;
+    size_t pos = 0;
+    int lineno = 0;
+    int rc = PL_EXIT_OK;
+    uint64_t t0 = dp_time_ns();
+    for (;;) {
+        /* admit: fill free slots with the next runnable requests */
+        for (uint32_t k = 0; k < seqs; k++) {
+            while (!sl[k].r && pos < len) {
+                const char *ls = data + pos, *nl = memchr(ls, '\n', len - pos);
+                size_t ll = nl ? (size_t)(nl - ls) : len - pos;
+                pos += ll + (nl ? 1 : 0);
+                lineno++;
+                while (ll && (ls[ll - 1] == '\r' || ls[ll - 1] == ' ')) ll--;
+                if (!ll) continue;
+                req *r = parse_request(m, ls, ll, lineno, (int32_t)n_ctx, think);
+                if (!r) continue;
+                if (r->err_code) {
+                    write_error(out, r, &n_id);
+                    n_err++;
+                    req_free(r);
+                    continue;
+                }
+                eng_seq_clear(c, (int32_t)k);
+                sl[k] = (slot){.r = r};
+                dp_buf_init(&sl[k].text, (size_t)1 << 26);
+                if (eng_sampler_new(&r->sp, V, &sl[k].smp, &err)) goto fail;
+                for (size_t i = 0; i < r->prompt.n; i++) eng_sampler_accept(sl[k].smp, r->prompt.ids[i]);
+            }
+        }
+        /* one step: a token per decoding slot, the next fixed piece per prefilling slot */
+        int32_t n = 0;
+        for (uint32_t k = 0; k < seqs; k++) {
+            slot *s = &sl[k];
+            if (!s->r) continue;
+            if (s->decoding) {
+                if (n + 1 > (int32_t)cp.n_ubatch) continue;
+                bt[n] = s->next, bpos[n] = (int32_t)s->r->prompt.n + s->n_gen - 1, bseq[n] = (int32_t)k, bw[n] = 1;
+                n++;
+            } else {
+                const int32_t left = (int32_t)s->r->prompt.n - s->n_fed, take = left < PIECE ? left : PIECE;
+                if (n + take > (int32_t)cp.n_ubatch) continue;
+                for (int32_t i = 0; i < take; i++) {
+                    bt[n] = s->r->prompt.ids[s->n_fed + i], bpos[n] = s->n_fed + i, bseq[n] = (int32_t)k;
+                    bw[n] = i == take - 1 && take == left;
+                    n++;
+                }
+            }
+        }
+        if (n == 0) break;
+        eng_batch b = {n, bt, bpos, bseq, bw};
+        if (eng_decode(c, &b, &err)) goto fail;
+        /* consume logits in batch order */
+        int32_t li = 0;
+        for (int32_t i = 0; i < n; i++) {
+            slot *s = &sl[bseq[i]];
+            if (!s->decoding) s->n_fed++;
+            if (!bw[i]) continue;
+            const float *l = eng_get_logits(c, li++);
+            if (!s->decoding) s->decoding = true;
+            int32_t next = eng_sampler_sample(s->smp, l);
+            const char *finish = NULL;
+            if (eng_token_is_eog(tok, next)) finish = "stop";
+            else {
+                eng_sampler_accept(s->smp, next);
+                uint8_t buf[512];
+                size_t k = eng_detok_push(tok, &s->dt, next, false, buf, sizeof(buf));
+                dp_buf_append(&s->text, buf, k);
+                s->n_gen++;
+                s->next = next;
+                for (size_t q = 0; q < s->r->n_stop && !finish; q++) {
+                    const char *hit = s->text.len ? strstr((const char *)s->text.data, s->r->stop[q]) : NULL;
+                    if (hit) {
+                        s->text.len = (size_t)(hit - (const char *)s->text.data);
+                        s->text.data[s->text.len] = 0;
+                        finish = "stop";
+                    }
+                }
+                if (!finish && s->n_gen >= s->r->max_tokens) finish = "length";
+            }
+            if (finish) {
+                if (!strcmp(finish, "length")) {
+                    uint8_t buf[8];
+                    dp_buf_append(&s->text, buf, eng_detok_flush(&s->dt, buf));
+                }
+                write_result(out, s, mname, finish, &n_id);
+                n_ok++;
+                eng_sampler_free(s->smp);
+                dp_buf_free(&s->text);
+                req_free(s->r);
+                *s = (slot){0};
+            }
+        }
+    }
+    fprintf(stderr, "batch: %ld results, %ld errors in %.1f s (%s, %u slots)\n", n_ok, n_err,
+            (double)(dp_time_ns() - t0) / 1e9, eng_context_backend_name(c), seqs);
+    if (n_err) rc = PL_EXIT_PARTIAL;
+    goto done;
+fail:
+    fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
+    rc = PL_EXIT_CONFIG;
+done:
+    for (uint32_t k = 0; k < seqs; k++) {
+        eng_sampler_free(sl[k].smp);
+        dp_buf_free(&sl[k].text);
+        req_free(sl[k].r);
+    }
+    free(sl);
+    free(bt);
+    free(bw);
+    if (fclose(out) != 0) rc = PL_EXIT_IOERR;
+    eng_context_free(c);
+    eng_model_free(m);
+    free(data);
+    return rc;
+usage:
+    fprintf(stderr, "usage: docpipe batch -m MODEL.gguf -i requests.jsonl -o results.jsonl [--seqs N] [-c N] [-t N]\n");
+    return PL_EXIT_USAGE;
+}

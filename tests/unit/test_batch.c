@@ -1,0 +1,119 @@
+/*
+ * test_batch.c - docpipe batch end to end on test models (qwen3 and qwen35): one output line
+ * per request, all valid JSON, malformed lines become error records naming their line, and a
+ * request's text is the same with 1 or 16 slots and in any admission order.
+ */
+#include "testutil.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* custom_id -> "text|finish" or "error:code" */
+static json_t *load_results(const char *path, int *n_lines) {
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    json_t *map = json_object();
+    char line[1 << 16];
+    *n_lines = 0;
+    while (fgets(line, sizeof(line), f)) {
+        json_error_t je;
+        json_t *o = json_loads(line, 0, &je);
+        if (!o) fail_msg("%s: invalid JSON line: %s", path, je.text);
+        (*n_lines)++;
+        const char *cid = json_string_value(json_object_get(o, "custom_id"));
+        json_t *e = json_object_get(o, "error");
+        char v[4096];
+        if (json_is_object(e)) {
+            snprintf(v, sizeof(v), "error:%s", json_string_value(json_object_get(e, "code")));
+        } else {
+            json_t *ch = json_array_get(json_object_get(json_object_get(json_object_get(o, "response"), "body"),
+                                                        "choices"), 0);
+            json_t *msg = json_object_get(ch, "message");
+            const char *t = msg ? json_string_value(json_object_get(msg, "content"))
+                                : json_string_value(json_object_get(ch, "text"));
+            snprintf(v, sizeof(v), "%s|%s", t ? t : "?", json_string_value(json_object_get(ch, "finish_reason")));
+        }
+        json_object_set_new(map, cid ? cid : "", json_string(v));
+        json_decref(o);
+    }
+    fclose(f);
+    return map;
+}
+
+static void write_requests(const char *path, bool reverse) {
+    char lines[40][512];
+    int n = 0;
+    for (int i = 0; i < 30; i++) {
+        if (i % 3 == 0)
+            snprintf(lines[n++], 512, "{\"custom_id\": \"c%d\", \"method\": \"POST\", \"url\": \"/v1/chat/completions\", "
+                     "\"body\": {\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", "
+                     "\"content\": \"Summarize item %d of the report.\"}], \"max_tokens\": %d, \"temperature\": 0.8, "
+                     "\"seed\": %d}}", i, i, 4 + i % 7, i);
+        else
+            snprintf(lines[n++], 512, "{\"custom_id\": \"p%d\", \"method\": \"POST\", \"url\": \"/v1/completions\", "
+                     "\"body\": {\"prompt\": \"The document %d says\", \"max_tokens\": %d, \"temperature\": 0, "
+                     "\"stop\": [\"\\n\"]}}", i, i, 3 + i % 5);
+    }
+    snprintf(lines[n++], 512, "this is not json");
+    snprintf(lines[n++], 512, "{\"custom_id\": \"bad-url\", \"url\": \"/v1/embeddings\", \"body\": {}}");
+    FILE *f = fopen(path, "w");
+    for (int i = 0; i < n; i++) fprintf(f, "%s\n", lines[reverse ? n - 1 - i : i]);
+    fclose(f);
+}
+
+static void run_arch(const char *arch) {
+    char model[256], in[256], in_rev[256], out[3][256];
+    snprintf(model, sizeof(model), "%s", tu_tmp(arch));
+    assert_int_equal(tu_run(NULL, "make-test-model --arch %s --out '%s'", arch, model), 0);
+    snprintf(in, sizeof(in), "%s", tu_tmp("req.jsonl"));
+    snprintf(in_rev, sizeof(in_rev), "%s", tu_tmp("req-rev.jsonl"));
+    write_requests(in, false);
+    write_requests(in_rev, true);
+    const char *inputs[3] = {in, in, in_rev};
+    const int seqs[3] = {1, 16, 5};
+    json_t *res[3];
+    for (int k = 0; k < 3; k++) {
+        snprintf(out[k], sizeof(out[k]), "%s", tu_tmp(k == 0 ? "o1.jsonl" : k == 1 ? "o16.jsonl" : "orev.jsonl"));
+        int rc = tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --seqs %d -c 256 -t 2", model, inputs[k], out[k], seqs[k]);
+        assert_int_equal(rc, 3); /* finished, some requests failed */
+        int n_lines;
+        res[k] = load_results(out[k], &n_lines);
+        assert_int_equal(n_lines, 32); /* one line per request, malformed ones included */
+    }
+    assert_string_equal(json_string_value(json_object_get(res[0], "bad-url")), "error:invalid_request");
+    assert_string_equal(json_string_value(json_object_get(res[0], "")), "error:invalid_request");
+    for (int k = 1; k < 3; k++) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(res[0], key, v) {
+            json_t *o = json_object_get(res[k], key);
+            if (!o || strcmp(json_string_value(o), json_string_value(v)))
+                fail_msg("%s: request %s differs between runs: '%s' vs '%s'", arch, key, json_string_value(v),
+                         o ? json_string_value(o) : "(missing)");
+        }
+    }
+    for (int k = 0; k < 3; k++) json_decref(res[k]);
+}
+
+static void test_batch_results_do_not_depend_on_batching(void **state) {
+    (void)state;
+    run_arch("qwen3");
+    run_arch("qwen35");
+}
+
+static void test_batch_usage_errors(void **state) {
+    (void)state;
+    assert_int_equal(tu_run(NULL, "batch -m x.gguf"), 64);
+    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s'", tu_tmp("none.gguf"), tu_tmp("none.jsonl"),
+                            tu_tmp("o.jsonl")), 66);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batch_results_do_not_depend_on_batching),
+        cmocka_unit_test(test_batch_usage_errors),
+    };
+    return cmocka_run_group_tests_name("batch", tests, NULL, NULL);
+}
