@@ -68,7 +68,7 @@ static void req_free(req *r) {
 }
 
 static req *refuse(req *r, const char *code, const char *fmt, const char *detail) {
-    char msg[512];
+    char msg[DP_ERR_MSG_MAX + 256];
     snprintf(msg, sizeof(msg), fmt, r->line, detail ? detail : "");
     r->err_code = strdup(code);
     r->err_msg = strdup(msg);
