@@ -116,6 +116,11 @@ int dp_cpu_count(void);
 dp_status dp_lock_acquire(dp_file *f, const char *path, dp_err *err);
 void dp_lock_release(dp_file *f);
 
+/* ---- Terminal --------------------------------------------------------------------------- */
+
+/* True when stderr is an interactive terminal (progress lines may then update in place). */
+bool dp_stderr_is_terminal(void);
+
 /* ---- Time ------------------------------------------------------------------------------- */
 
 /* Monotonic nanoseconds, for durations only. */

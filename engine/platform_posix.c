@@ -373,6 +373,8 @@ void dp_lock_release(dp_file *f) {
     dp_file_close(f, NULL);
 }
 
+bool dp_stderr_is_terminal(void) { return isatty(STDERR_FILENO) != 0; }
+
 uint64_t dp_time_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

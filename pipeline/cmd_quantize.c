@@ -5,7 +5,6 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "engine.h"
@@ -62,7 +61,7 @@ int pl_cmd_quantize(int argc, char **argv) {
         fprintf(stderr, "docpipe quantize: input and output are the same file\n");
         return PL_EXIT_USAGE;
     }
-    progress p = {isatty(2) != 0, dp_time_ns()};
+    progress p = {dp_stderr_is_terminal(), dp_time_ns()};
     dp_err err = {0};
     dp_status st = eng_quantize_file(pos[0], pos[1], (eng_ftype)ft, (int)threads, quiet ? NULL : on_progress, &p, &err);
     if (p.tty && !quiet) fputc('\n', stderr);

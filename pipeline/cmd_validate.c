@@ -6,11 +6,11 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli.h"
 #include "exit_codes.h"
 #include "job.h"
+#include "platform.h"
 
 int pl_cmd_validate(int argc, char **argv) {
     if (argc != 2 || argv[1][0] == '-') {
@@ -25,13 +25,13 @@ int pl_cmd_validate(int argc, char **argv) {
         return st == DP_ENOENT || st == DP_EACCES ? PL_EXIT_NOINPUT : PL_EXIT_DATAERR;
     }
     int rc = PL_EXIT_OK;
-    struct stat sb;
-    if (stat(j.model.path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    dp_stat_info si;
+    if (dp_stat(j.model.path, true, &si, NULL) || si.kind != DP_KIND_FILE) {
         fprintf(stderr, "docpipe validate: %s: model.path: %s is not a readable file\n", argv[1], j.model.path);
         rc = PL_EXIT_CONFIG;
     }
     for (size_t i = 0; i < j.n_inputs && rc == PL_EXIT_OK; i++) {
-        if (stat(j.inputs[i].path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        if (dp_stat(j.inputs[i].path, true, &si, NULL) || si.kind != DP_KIND_DIR) {
             fprintf(stderr, "docpipe validate: %s:%d:%d: inputs[%zu].path: %s is not a folder\n", argv[1],
                     j.inputs[i].line, j.inputs[i].col, i, j.inputs[i].path);
             rc = PL_EXIT_NOINPUT;
