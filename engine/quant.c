@@ -179,27 +179,16 @@ static void deq_q3_k(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes of Q4_K/Q5_K. */
-static inline void k_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *mn) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
-        *mn = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
-}
-
 static void deq_q4_k(const void *src, float *dst, int64_t n) {
     const eng_block_q4_k *b = src;
     for (int64_t i = 0; i < n / 256; i++) {
         const float d = F16(b[i].d), dmin = F16(b[i].dmin);
         const uint8_t *q = b[i].qs;
         for (int c = 0; c < 4; c++, q += 32) {
-            uint8_t sc, mn;
-            k_scale_min(2 * c, b[i].scales, &sc, &mn);
+            int sc, mn;
+            eng_k_scale_min(2 * c, b[i].scales, &sc, &mn);
             const float d1 = d * sc, m1 = dmin * mn;
-            k_scale_min(2 * c + 1, b[i].scales, &sc, &mn);
+            eng_k_scale_min(2 * c + 1, b[i].scales, &sc, &mn);
             const float d2 = d * sc, m2 = dmin * mn;
             for (int l = 0; l < 32; l++) *dst++ = d1 * (float)(q[l] & 0xF) - m1;
             for (int l = 0; l < 32; l++) *dst++ = d2 * (float)(q[l] >> 4) - m2;
@@ -213,10 +202,10 @@ static void deq_q5_k(const void *src, float *dst, int64_t n) {
         const float d = F16(b[i].d), dmin = F16(b[i].dmin);
         const uint8_t *q = b[i].qs, *qh = b[i].qh;
         for (int c = 0; c < 4; c++, q += 32) {
-            uint8_t sc, mn;
-            k_scale_min(2 * c, b[i].scales, &sc, &mn);
+            int sc, mn;
+            eng_k_scale_min(2 * c, b[i].scales, &sc, &mn);
             const float d1 = d * sc, m1 = dmin * mn;
-            k_scale_min(2 * c + 1, b[i].scales, &sc, &mn);
+            eng_k_scale_min(2 * c + 1, b[i].scales, &sc, &mn);
             const float d2 = d * sc, m2 = dmin * mn;
             const int b1 = 2 * c, b2 = 2 * c + 1;
             for (int l = 0; l < 32; l++)

@@ -86,6 +86,17 @@ static_assert(sizeof(eng_block_q5_k) == 176, "Q5_K block");
 static_assert(sizeof(eng_block_q6_k) == 210, "Q6_K block");
 static_assert(sizeof(eng_block_q8_k) == 292, "Q8_K block");
 
+/* 6-bit scale and min of sub-block j (0..7) from the 12 packed scale bytes of Q4_K/Q5_K. */
+static inline void eng_k_scale_min(int j, const uint8_t *s, int *sc, int *mn) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
 /* Row conversions: n must be a multiple of the block size. */
 typedef void (*eng_to_float_fn)(const void *src, float *dst, int64_t n);
 typedef void (*eng_from_float_fn)(const float *src, void *dst, int64_t n);

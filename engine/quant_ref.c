@@ -202,7 +202,7 @@ static void k_weights(const float *x, int n, float *w) {
     for (int i = 0; i < n; i++) w[i] = rms + fabsf(x[i]);
 }
 
-/* Packs 6-bit scales sc[8] and mins mn[8] the way k_scale_min() in quant.c unpacks them. */
+/* Packs 6-bit scales sc[8] and mins mn[8] the way eng_k_scale_min() (quant.h) unpacks them. */
 static void pack_scales_k(const uint8_t sc[8], const uint8_t mn[8], uint8_t out[12]) {
     for (int j = 0; j < 4; j++) {
         out[j] = (uint8_t)((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));

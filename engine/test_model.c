@@ -24,6 +24,7 @@
 #include "gguf_writer.h"
 #include "parallel.h"
 #include "quant.h"
+#include "tokenizer.h"
 
 void eng_test_model_defaults(eng_test_model_params *p, eng_arch arch) {
     memset(p, 0, sizeof(*p));
@@ -101,18 +102,9 @@ static const char *const k_words[] = {
     "  ", "    ", "\n\n", "\n", "()", "{}", "();", "==", "!=", "->", "::", "//", "/*", "*/", "...",
 };
 
-/* GPT-2 byte-level mapping (model-spec.md 5.4): byte -> code point. */
-static uint32_t byte_to_cp(int b) {
-    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) return (uint32_t)b;
-    int n = 0;
-    for (int c = 0; c < b; c++)
-        if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255))) n++;
-    return 256u + (uint32_t)n;
-}
-
 /* Appends the byte-level encoding of byte b (1 or 2 UTF-8 bytes) to out. */
 static size_t enc_byte(int b, char *out) {
-    uint32_t cp = byte_to_cp(b);
+    uint32_t cp = eng_byte_to_codepoint(b);
     if (cp < 0x80) {
         out[0] = (char)cp;
         return 1;

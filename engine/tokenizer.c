@@ -206,7 +206,7 @@ static inline int32_t merge_rank(const eng_tokenizer *t, int32_t l, int32_t r, i
 /* ---- Loading ---------------------------------------------------------------------------- */
 
 /* GPT-2 byte map (model-spec 5.4): byte -> code point, and the inverse for cp < 324. */
-static uint32_t byte_to_cp(int b) {
+uint32_t eng_byte_to_codepoint(int b) {
     if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) return (uint32_t)b;
     int n = 0;
     for (int c = 0; c < b; c++)
@@ -257,7 +257,7 @@ static dp_status load_strings(eng_tokenizer *t, const eng_gguf_kv *toks, const c
 static void build_decoded(eng_tokenizer *t) {
     int16_t cp_to_byte[324];
     for (int i = 0; i < 324; i++) cp_to_byte[i] = -1;
-    for (int b = 0; b < 256; b++) cp_to_byte[byte_to_cp(b)] = (int16_t)b;
+    for (int b = 0; b < 256; b++) cp_to_byte[eng_byte_to_codepoint(b)] = (int16_t)b;
     uint32_t o = 0;
     for (int32_t id = 0; id < t->n_vocab; id++) {
         t->dec_off[id] = o;
@@ -455,7 +455,7 @@ dp_status eng_tokenizer_load(const eng_gguf *g, eng_tokenizer **out, dp_err *err
     build_decoded(t);
     for (int b = 0; b < 256; b++) {
         char s[2];
-        uint32_t cp = byte_to_cp(b);
+        uint32_t cp = eng_byte_to_codepoint(b);
         size_t n = cp < 0x80 ? (s[0] = (char)cp, 1) : (s[0] = (char)(0xC0 | (cp >> 6)), s[1] = (char)(0x80 | (cp & 0x3F)), 2);
         t->byte_id[b] = eng_token_find(t, s, n);
     }

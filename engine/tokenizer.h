@@ -64,6 +64,10 @@ bool eng_token_is_eog(const eng_tokenizer *t, int32_t id);
 /* Id of a token with exactly this text, or -1. */
 int32_t eng_token_find(const eng_tokenizer *t, const char *text, size_t len);
 
+/* The GPT-2 byte-level map (model-spec 5.4): the code point that stands for byte b in token
+ * texts (33-126, 161-172, 174-255 map to themselves, the other 68 bytes to U+0100..U+0143). */
+uint32_t eng_byte_to_codepoint(int b);
+
 /* Per-thread workspace: a cache of tokenized pieces plus scratch. */
 dp_status eng_tok_ws_new(eng_tok_ws **out);
 void eng_tok_ws_free(eng_tok_ws *ws);

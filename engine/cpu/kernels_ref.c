@@ -90,16 +90,6 @@ static float dot_q4_0(int64_t k, const void *w, const void *x) {
     return sum;
 }
 
-static inline void scale_min_k4(int j, const uint8_t *s, int *sc, int *mn) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
-
 /* Q4_K x Q8_K: per super-block d_a * (d * sum_j sc_j * dot_j - dmin * sum_j mn_j * bsum_j). */
 static float dot_q4_k(int64_t k, const void *w, const void *x) {
     const eng_block_q4_k *a = w;
@@ -111,8 +101,8 @@ static float dot_q4_k(int64_t k, const void *w, const void *x) {
         const int8_t *y = b[i].qs;
         for (int c = 0; c < 4; c++, q += 32, y += 64) {
             int sc0, m0, sc1, m1;
-            scale_min_k4(2 * c, a[i].scales, &sc0, &m0);
-            scale_min_k4(2 * c + 1, a[i].scales, &sc1, &m1);
+            eng_k_scale_min(2 * c, a[i].scales, &sc0, &m0);
+            eng_k_scale_min(2 * c + 1, a[i].scales, &sc1, &m1);
             int d0 = 0, d1 = 0;
             for (int l = 0; l < 32; l++) {
                 d0 += (q[l] & 0xF) * y[l];
@@ -136,8 +126,8 @@ static float dot_q5_k(int64_t k, const void *w, const void *x) {
         const int8_t *y = b[i].qs;
         for (int c = 0; c < 4; c++, q += 32, y += 64) {
             int sc0, m0, sc1, m1;
-            scale_min_k4(2 * c, a[i].scales, &sc0, &m0);
-            scale_min_k4(2 * c + 1, a[i].scales, &sc1, &m1);
+            eng_k_scale_min(2 * c, a[i].scales, &sc0, &m0);
+            eng_k_scale_min(2 * c + 1, a[i].scales, &sc1, &m1);
             int d0 = 0, d1 = 0;
             for (int l = 0; l < 32; l++) {
                 d0 += ((q[l] & 0xF) | (((qh[l] >> (2 * c)) & 1) << 4)) * y[l];
