@@ -51,6 +51,7 @@ struct eng_context {
     eng_rec_layer *rec;   /* [n_rec_layers] */
     size_t rec_bytes_per_seq;
     int32_t *seq_len;     /* [n_seq] positions held */
+    int32_t *seq_next;    /* [n_seq] scratch for batch validation */
     eng_buffers buf;
     void *buf_mem;        /* one allocation behind buf */
     float *logits;        /* [n_logits_max][n_vocab] */

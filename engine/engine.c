@@ -97,7 +97,8 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
         }
     }
     c->seq_len = calloc((size_t)c->n_seq, sizeof(int32_t));
-    if (!c->seq_len) goto oom;
+    c->seq_next = calloc((size_t)c->n_seq, sizeof(int32_t));
+    if (!c->seq_len || !c->seq_next) goto oom;
 
     /* activation buffers: one allocation */
     const size_t sizes[] = {T * E, T * E, T * E, T * qrows, T * qd, T * qd, T * qd, T * kvd, T * kvd, T * F, T * F,
@@ -149,6 +150,7 @@ void eng_context_free(eng_context *c) {
     free(c->kv);
     free(c->rec);
     free(c->seq_len);
+    free(c->seq_next);
     free(c->buf_mem);
     free(c->logits);
     free(c->want);
@@ -180,8 +182,7 @@ dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err) {
     c->n_logits = 0;
     if (b->n <= 0) return DP_OK;
     /* validate: known sequences, consecutive positions, room in the context, logits budget */
-    int32_t *next = malloc((size_t)c->n_seq * sizeof(int32_t));
-    if (!next) return dp_err_set(err, DP_ENOMEM, "out of memory");
+    int32_t *next = c->seq_next; /* no allocation per step */
     memcpy(next, c->seq_len, (size_t)c->n_seq * sizeof(int32_t));
     int32_t n_want = 0;
     dp_status st = DP_OK;
@@ -199,7 +200,6 @@ dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err) {
         next[s]++;
         n_want += b->logits ? b->logits[i] != 0 : i == b->n - 1;
     }
-    free(next);
     if (st) return st;
     if (n_want > c->n_logits_max)
         return dp_err_set(err, DP_ERANGE, "decode: %d logits rows requested, at most %d per call", n_want,

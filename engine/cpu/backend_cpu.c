@@ -362,22 +362,26 @@ static void cpu_deltanet(eng_backend *be, const eng_deltanet_args *a) {
     dn_task d = {c, a};
     eng_pool_run(c->pool, dn_conv, &d);
     eng_pool_run(c->pool, dn_norm, &d);
-    /* group the tokens by sequence, keeping their order (a stable counting pass) */
+    /* group the tokens by sequence, keeping their order: a stable counting sort on the
+     * sequence id (linear; a prompt step can hold thousands of tokens) */
+    int max_seq = 0;
+    for (int t = 0; t < a->n_tok; t++) max_seq = a->seq[t] > max_seq ? a->seq[t] : max_seq;
+    const size_t n_cnt = (size_t)max_seq + 2;
     dn_task2 d2 = {c, a, {NULL, NULL, 0}};
-    int *mem = malloc(sizeof(int) * (2 * (size_t)a->n_tok + 1));
+    int *mem = malloc(sizeof(int) * (2 * (size_t)a->n_tok + 1 + 2 * n_cnt));
     if (!mem) return;
+    int *cnt = mem + 2 * (size_t)a->n_tok + 1, *start = cnt + n_cnt; /* after order[n_tok], start[n_tok + 1] */
     d2.g.order = mem;
     d2.g.start = mem + a->n_tok;
-    int n = 0;
-    for (int t = 0; t < a->n_tok; t++) {
-        bool seen = false;
-        for (int u = 0; u < t && !seen; u++) seen = a->seq[u] == a->seq[t];
-        if (seen) continue;
-        d2.g.start[d2.g.n_groups++] = n;
-        for (int u = t; u < a->n_tok; u++)
-            if (a->seq[u] == a->seq[t]) d2.g.order[n++] = u;
+    memset(cnt, 0, n_cnt * sizeof(int));
+    for (int t = 0; t < a->n_tok; t++) cnt[a->seq[t]]++;
+    for (int q = 0, at = 0; q <= max_seq; q++) {
+        start[q] = at;
+        if (cnt[q]) d2.g.start[d2.g.n_groups++] = at;
+        at += cnt[q];
     }
-    d2.g.start[d2.g.n_groups] = n;
+    d2.g.start[d2.g.n_groups] = a->n_tok;
+    for (int t = 0; t < a->n_tok; t++) d2.g.order[start[a->seq[t]]++] = t;
     eng_pool_run(c->pool, dn_heads, &d2);
     free(mem);
 }
