@@ -17,6 +17,8 @@ build/docpipe make-test-model --arch qwen35 --hidden 256 --ffn 768 --layers 8 --
     --out examples/models/tiny-qwen35-f16.gguf
 build/docpipe quantize examples/models/tiny-qwen35-f16.gguf examples/models/tiny-qwen35-q4_k_m.gguf q4_k_m --quiet
 build/docpipe inspect examples/models/tiny-qwen35-q4_k_m.gguf -c 8192 --seqs 4 | grep -v '^  blk\.'
+echo "--- the reference job (docpipe run arrives with the pipeline; validate checks it today)"
+build/docpipe validate examples/jobs/minimal.yaml
 echo "--- generate (random weights: the text is meaningless by design)"
 build/docpipe generate -m examples/models/tiny-qwen35-q4_k_m.gguf --chat -p "Summarize: the nightly job finished." \
     -n 24 --temp 0
