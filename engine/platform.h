@@ -116,6 +116,26 @@ int dp_cpu_count(void);
 dp_status dp_lock_acquire(dp_file *f, const char *path, dp_err *err);
 void dp_lock_release(dp_file *f);
 
+/* Writes text into the lock file held by f (replacing its content), for "held by pid N"
+ * messages; reads it back with dp_lock_read_note. */
+dp_status dp_lock_write_note(dp_file *f, const char *text, dp_err *err);
+void dp_lock_read_note(const char *path, char *buf, size_t cap);
+
+/* ---- Processes and signals -------------------------------------------------------------- */
+
+int dp_getpid(void);
+
+/* Stop requests: SIGINT, SIGTERM and SIGUSR1 (on POSIX) each add one to a counter the program
+ * polls with dp_stop_requests(). The handler only stores a number (async-signal-safe). When
+ * hard_exit_code >= 0, a second SIGINT ends the process at once with that code: the on-disk
+ * protocol is crash-safe, so an immediate exit is always resumable. */
+void dp_stop_signals_install(int hard_exit_code);
+int dp_stop_requests(void);
+/* The number of the first stop signal received (for messages), 0 when none. */
+int dp_stop_signal(void);
+/* Simulates a stop request (tests). */
+void dp_stop_request(void);
+
 /* ---- Terminal --------------------------------------------------------------------------- */
 
 /* True when stderr is an interactive terminal (progress lines may then update in place). */
@@ -125,5 +145,9 @@ bool dp_stderr_is_terminal(void);
 
 /* Monotonic nanoseconds, for durations only. */
 uint64_t dp_time_ns(void);
+/* Wall-clock seconds since 1970 (record metadata only, never for decisions). */
+int64_t dp_time_wall(void);
+/* "YYYY-MM-DD" (date_only) or "YYYY-MM-DDTHH:MM:SSZ" in UTC for t. */
+void dp_time_format(int64_t t, bool date_only, char out[32]);
 
 #endif /* DP_PLATFORM_H */

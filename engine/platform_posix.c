@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,4 +380,58 @@ uint64_t dp_time_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+dp_status dp_lock_write_note(dp_file *f, const char *text, dp_err *err) {
+    if (ftruncate((int)f->handle, 0) != 0) return os_err(err, "cannot write", f->path);
+    size_t n = strlen(text);
+    ssize_t w = pwrite((int)f->handle, text, n, 0);
+    if (w < 0 || (size_t)w != n) return os_err(err, "cannot write", f->path);
+    return DP_OK;
+}
+
+void dp_lock_read_note(const char *path, char *buf, size_t cap) {
+    buf[0] = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return;
+    ssize_t r = read(fd, buf, cap - 1);
+    buf[r > 0 ? (size_t)r : 0] = 0;
+    close(fd);
+}
+
+int dp_getpid(void) { return (int)getpid(); }
+
+static volatile sig_atomic_t g_stop_count, g_stop_sig, g_hard_exit = -1;
+
+static void on_stop_signal(int sig) {
+    if (g_stop_count == 0) g_stop_sig = sig;
+    g_stop_count = g_stop_count + 1;
+    if (sig == SIGINT && g_stop_count >= 2 && g_hard_exit >= 0) _exit(g_hard_exit);
+}
+
+void dp_stop_signals_install(int hard_exit_code) {
+    g_hard_exit = hard_exit_code;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    /* a closed pipe on stdout must be an error return, not a silent death */
+    signal(SIGPIPE, SIG_IGN);
+}
+
+int dp_stop_requests(void) { return (int)g_stop_count; }
+int dp_stop_signal(void) { return (int)g_stop_sig; }
+void dp_stop_request(void) { g_stop_count = g_stop_count + 1; }
+
+int64_t dp_time_wall(void) { return (int64_t)time(NULL); }
+
+void dp_time_format(int64_t t, bool date_only, char out[32]) {
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(out, 32, date_only ? "%Y-%m-%d" : "%Y-%m-%dT%H:%M:%SZ", &tm);
 }

@@ -27,11 +27,12 @@
 #include "engine.h"
 #include "exit_codes.h"
 #include "platform.h"
+#include "scheduler.h"
 #include "utf8.h"
 
 bool pl_parse_device(const char *v, int *out);
 
-#define PIECE 256
+#define PIECE PL_SCHED_PIECE
 
 typedef struct req {
     char *custom_id;
@@ -44,17 +45,6 @@ typedef struct req {
     size_t n_stop;
     char *err_code, *err_msg;   /* set when the request is refused */
 } req;
-
-typedef struct slot {
-    req *r;                     /* NULL when free */
-    int32_t n_fed;              /* prompt tokens decoded */
-    int32_t n_gen;
-    eng_sampler *smp;
-    dp_buf text;
-    eng_detok dt;
-    int32_t next;               /* token to feed, once decoding */
-    bool decoding;
-} slot;
 
 static void req_free(req *r) {
     if (!r) return;
@@ -209,19 +199,28 @@ static void write_error(FILE *out, const req *r, long *n_id) {
     write_line(out, o);
 }
 
-static void write_result(FILE *out, const slot *s, const char *model, const char *finish, long *n_id) {
-    const req *r = s->r;
+static void drop_req(void *r) { req_free(r); }
+
+typedef struct batch_run {
+    FILE *out;
+    const char *model;
+    long n_id, n_ok;
+} batch_run;
+
+static void write_result(void *cb, const pl_gen_out *g) {
+    batch_run *br = cb;
+    req *r = g->user;
     char id[64];
-    snprintf(id, sizeof(id), "batch_req_%ld", ++*n_id);
+    snprintf(id, sizeof(id), "batch_req_%ld", ++br->n_id);
     json_t *o = json_object(), *resp = json_object(), *body = json_object(), *ch = json_object();
     json_object_set_new(o, "id", json_string(id));
     json_object_set_new(o, "custom_id", json_string(r->custom_id));
     json_object_set_new(resp, "status_code", json_integer(200));
     json_object_set_new(body, "object", json_string(r->chat ? "chat.completion" : "text_completion"));
-    json_object_set_new(body, "model", json_string(model));
+    json_object_set_new(body, "model", json_string(br->model));
     /* random or cut-off output may hold invalid UTF-8: repair it (U+FFFD) rather than lose it */
-    uint8_t *fixed = malloc(3 * s->text.len + 1);
-    size_t fl = fixed ? dp_utf8_repair(s->text.data ? s->text.data : (const uint8_t *)"", s->text.len, fixed, NULL) : 0;
+    uint8_t *fixed = malloc(3 * g->len + 1);
+    size_t fl = fixed ? dp_utf8_repair((const uint8_t *)g->text, g->len, fixed, NULL) : 0;
     json_t *text = json_stringn(fixed ? (const char *)fixed : "", fl);
     free(fixed);
     json_object_set_new(ch, "index", json_integer(0));
@@ -233,19 +232,21 @@ static void write_result(FILE *out, const slot *s, const char *model, const char
     } else {
         json_object_set_new(ch, "text", text);
     }
-    json_object_set_new(ch, "finish_reason", json_string(finish));
+    json_object_set_new(ch, "finish_reason", json_string(g->finish));
     json_t *choices = json_array();
     json_array_append_new(choices, ch);
     json_object_set_new(body, "choices", choices);
     json_t *u = json_object();
-    json_object_set_new(u, "prompt_tokens", json_integer((json_int_t)r->prompt.n));
-    json_object_set_new(u, "completion_tokens", json_integer(s->n_gen));
-    json_object_set_new(u, "total_tokens", json_integer((json_int_t)r->prompt.n + s->n_gen));
+    json_object_set_new(u, "prompt_tokens", json_integer(g->n_prompt));
+    json_object_set_new(u, "completion_tokens", json_integer(g->n_gen));
+    json_object_set_new(u, "total_tokens", json_integer((json_int_t)g->n_prompt + g->n_gen));
     json_object_set_new(body, "usage", u);
     json_object_set_new(resp, "body", body);
     json_object_set_new(o, "response", resp);
     json_object_set_new(o, "error", json_null());
-    write_line(out, o);
+    write_line(br->out, o);
+    br->n_ok++;
+    req_free(r);
 }
 
 int pl_cmd_batch(int argc, char **argv) {
@@ -307,108 +308,44 @@ int pl_cmd_batch(int argc, char **argv) {
         free(data);
         return PL_EXIT_CANTCREAT;
     }
-    const eng_tokenizer *tok = eng_model_get_tokenizer(m);
-    const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
     const char *mname = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
-    slot *sl = calloc(seqs, sizeof(slot));
-    int32_t *bt = malloc((size_t)cp.n_ubatch * 3 * sizeof(int32_t) + 16);
-    int8_t *bw = malloc(cp.n_ubatch);
-    int32_t *bpos = bt + cp.n_ubatch, *bseq = bpos + cp.n_ubatch;
-    long n_id = 0, n_ok = 0, n_err = 0;
+    batch_run br = {out, mname, 0, 0};
+    pl_sched *sch = NULL;
+    long n_err = 0;
     size_t pos = 0;
     int lineno = 0;
     int rc = PL_EXIT_OK;
     uint64_t t0 = dp_time_ns();
+    if (pl_sched_new(c, m, (int32_t)seqs, &sch, &err)) goto fail;
     for (;;) {
         /* admit: fill free slots with the next runnable requests */
-        for (uint32_t k = 0; k < seqs; k++) {
-            while (!sl[k].r && pos < len) {
-                const char *ls = data + pos, *nl = memchr(ls, '\n', len - pos);
-                size_t ll = nl ? (size_t)(nl - ls) : len - pos;
-                pos += ll + (nl ? 1 : 0);
-                lineno++;
-                while (ll && (ls[ll - 1] == '\r' || ls[ll - 1] == ' ')) ll--;
-                if (!ll) continue;
-                req *r = parse_request(m, ls, ll, lineno, (int32_t)n_ctx, think);
-                if (!r) continue;
-                if (r->err_code) {
-                    write_error(out, r, &n_id);
-                    n_err++;
-                    req_free(r);
-                    continue;
-                }
-                eng_seq_clear(c, (int32_t)k);
-                sl[k] = (slot){.r = r};
-                dp_buf_init(&sl[k].text, (size_t)1 << 26);
-                if (eng_sampler_new(&r->sp, V, &sl[k].smp, &err)) goto fail;
-                for (size_t i = 0; i < r->prompt.n; i++) eng_sampler_accept(sl[k].smp, r->prompt.ids[i]);
+        while (pl_sched_free_slots(sch) && pos < len) {
+            const char *ls = data + pos, *nl = memchr(ls, '\n', len - pos);
+            size_t ll = nl ? (size_t)(nl - ls) : len - pos;
+            pos += ll + (nl ? 1 : 0);
+            lineno++;
+            while (ll && (ls[ll - 1] == '\r' || ls[ll - 1] == ' ')) ll--;
+            if (!ll) continue;
+            req *r = parse_request(m, ls, ll, lineno, (int32_t)n_ctx, think);
+            if (!r) continue;
+            if (r->err_code) {
+                write_error(out, r, &br.n_id);
+                n_err++;
+                req_free(r);
+                continue;
+            }
+            pl_gen_req g = {r->prompt.ids, (int32_t)r->prompt.n, r->max_tokens, r->sp,
+                            (const char *const *)r->stop, r->n_stop, r};
+            if (pl_sched_admit(sch, &g, &err)) {
+                req_free(r);
+                goto fail;
             }
         }
-        /* one step: a token per decoding slot, the next fixed piece per prefilling slot */
-        int32_t n = 0;
-        for (uint32_t k = 0; k < seqs; k++) {
-            slot *s = &sl[k];
-            if (!s->r) continue;
-            if (s->decoding) {
-                if (n + 1 > (int32_t)cp.n_ubatch) continue;
-                bt[n] = s->next, bpos[n] = (int32_t)s->r->prompt.n + s->n_gen - 1, bseq[n] = (int32_t)k, bw[n] = 1;
-                n++;
-            } else {
-                const int32_t left = (int32_t)s->r->prompt.n - s->n_fed, take = left < PIECE ? left : PIECE;
-                if (n + take > (int32_t)cp.n_ubatch) continue;
-                for (int32_t i = 0; i < take; i++) {
-                    bt[n] = s->r->prompt.ids[s->n_fed + i], bpos[n] = s->n_fed + i, bseq[n] = (int32_t)k;
-                    bw[n] = i == take - 1 && take == left;
-                    n++;
-                }
-            }
-        }
-        if (n == 0) break;
-        eng_batch b = {n, bt, bpos, bseq, bw};
-        if (eng_decode(c, &b, &err)) goto fail;
-        /* consume logits in batch order */
-        int32_t li = 0;
-        for (int32_t i = 0; i < n; i++) {
-            slot *s = &sl[bseq[i]];
-            if (!s->decoding) s->n_fed++;
-            if (!bw[i]) continue;
-            const float *l = eng_get_logits(c, li++);
-            if (!s->decoding) s->decoding = true;
-            int32_t next = eng_sampler_sample(s->smp, l);
-            const char *finish = NULL;
-            if (eng_token_is_eog(tok, next)) finish = "stop";
-            else {
-                eng_sampler_accept(s->smp, next);
-                uint8_t buf[512];
-                size_t k = eng_detok_push(tok, &s->dt, next, false, buf, sizeof(buf));
-                dp_buf_append(&s->text, buf, k);
-                s->n_gen++;
-                s->next = next;
-                for (size_t q = 0; q < s->r->n_stop && !finish; q++) {
-                    const char *hit = s->text.len ? strstr((const char *)s->text.data, s->r->stop[q]) : NULL;
-                    if (hit) {
-                        s->text.len = (size_t)(hit - (const char *)s->text.data);
-                        s->text.data[s->text.len] = 0;
-                        finish = "stop";
-                    }
-                }
-                if (!finish && s->n_gen >= s->r->max_tokens) finish = "length";
-            }
-            if (finish) {
-                if (!strcmp(finish, "length")) {
-                    uint8_t buf[8];
-                    dp_buf_append(&s->text, buf, eng_detok_flush(&s->dt, buf));
-                }
-                write_result(out, s, mname, finish, &n_id);
-                n_ok++;
-                eng_sampler_free(s->smp);
-                dp_buf_free(&s->text);
-                req_free(s->r);
-                *s = (slot){0};
-            }
-        }
+        dp_status st = pl_sched_step(sch, write_result, &br, &err);
+        if (st == DP_EOF) break;
+        if (st) goto fail;
     }
-    fprintf(stderr, "batch: %ld results, %ld errors in %.1f s (%s, %u slots)\n", n_ok, n_err,
+    fprintf(stderr, "batch: %ld results, %ld errors in %.1f s (%s, %u slots)\n", br.n_ok, n_err,
             (double)(dp_time_ns() - t0) / 1e9, eng_context_backend_name(c), seqs);
     if (n_err) rc = PL_EXIT_PARTIAL;
     goto done;
@@ -416,14 +353,8 @@ fail:
     fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
     rc = PL_EXIT_CONFIG;
 done:
-    for (uint32_t k = 0; k < seqs; k++) {
-        eng_sampler_free(sl[k].smp);
-        dp_buf_free(&sl[k].text);
-        req_free(sl[k].r);
-    }
-    free(sl);
-    free(bt);
-    free(bw);
+    if (sch) pl_sched_cancel_all(sch, drop_req);
+    pl_sched_free(sch);
     if (fclose(out) != 0) rc = PL_EXIT_IOERR;
     eng_context_free(c);
     eng_model_free(m);

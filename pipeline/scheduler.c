@@ -1,0 +1,189 @@
+/*
+ * scheduler.c - see scheduler.h.
+ */
+#include "scheduler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dynbuf.h"
+#include "platform.h"
+
+typedef struct slot {
+    bool busy, decoding;
+    eng_tokens prompt;
+    int32_t max_tokens, n_fed, n_gen, next;
+    char **stop;
+    size_t n_stop;
+    eng_sampler *smp;
+    dp_buf text;
+    eng_detok dt;
+    void *user;
+    uint64_t t_admit, t_first;
+} slot;
+
+struct pl_sched {
+    eng_context *c;
+    const eng_tokenizer *tok;
+    int32_t n_vocab, n_slots, n_busy, n_ubatch;
+    slot *sl;
+    int32_t *bt, *bpos, *bseq;
+    int8_t *bw;
+    uint64_t n_tokens;
+};
+
+static void slot_clear(slot *s) {
+    eng_tokens_free(&s->prompt);
+    for (size_t i = 0; i < s->n_stop; i++) free(s->stop[i]);
+    free(s->stop);
+    eng_sampler_free(s->smp);
+    dp_buf_free(&s->text);
+    memset(s, 0, sizeof(*s));
+}
+
+dp_status pl_sched_new(eng_context *c, const eng_model *m, int32_t n_slots, pl_sched **out, dp_err *err) {
+    pl_sched *s = calloc(1, sizeof(*s));
+    if (!s) return dp_err_set(err, DP_ENOMEM, "scheduler: out of memory");
+    s->c = c;
+    s->tok = eng_model_get_tokenizer(m);
+    s->n_vocab = (int32_t)eng_model_get_info(m)->n_vocab;
+    s->n_slots = n_slots;
+    /* a step holds at most one piece per slot; the engine splits longer batches itself */
+    s->n_ubatch = n_slots * PL_SCHED_PIECE;
+    s->sl = calloc((size_t)n_slots, sizeof(slot));
+    s->bt = malloc((size_t)s->n_ubatch * 3 * sizeof(int32_t));
+    s->bw = malloc((size_t)s->n_ubatch);
+    if (!s->sl || !s->bt || !s->bw) {
+        pl_sched_free(s);
+        return dp_err_set(err, DP_ENOMEM, "scheduler: out of memory");
+    }
+    s->bpos = s->bt + s->n_ubatch;
+    s->bseq = s->bpos + s->n_ubatch;
+    *out = s;
+    return DP_OK;
+}
+
+void pl_sched_free(pl_sched *s) {
+    if (!s) return;
+    for (int32_t k = 0; s->sl && k < s->n_slots; k++) slot_clear(&s->sl[k]);
+    free(s->sl);
+    free(s->bt);
+    free(s->bw);
+    free(s);
+}
+
+int32_t pl_sched_free_slots(const pl_sched *s) { return s->n_slots - s->n_busy; }
+int32_t pl_sched_active(const pl_sched *s) { return s->n_busy; }
+uint64_t pl_sched_tokens(const pl_sched *s) { return s->n_tokens; }
+
+dp_status pl_sched_admit(pl_sched *s, const pl_gen_req *r, dp_err *err) {
+    int32_t k = 0;
+    while (k < s->n_slots && s->sl[k].busy) k++;
+    if (k == s->n_slots) return dp_err_set(err, DP_EBUSY, "scheduler: no free slot");
+    if (r->n_prompt < 1 || r->max_tokens < 1) return dp_err_set(err, DP_EINVAL, "scheduler: empty request");
+    slot *sl = &s->sl[k];
+    memset(sl, 0, sizeof(*sl));
+    dp_status st = DP_OK;
+    for (int32_t i = 0; i < r->n_prompt && !st; i++) st = eng_tokens_push(&sl->prompt, r->prompt[i]);
+    if (!st && r->n_stop) {
+        sl->stop = calloc(r->n_stop, sizeof(char *));
+        if (!sl->stop) st = DP_ENOMEM;
+        for (size_t i = 0; i < r->n_stop && !st; i++)
+            if (!(sl->stop[sl->n_stop++] = strdup(r->stop[i]))) st = DP_ENOMEM;
+    }
+    if (st) {
+        slot_clear(sl);
+        return dp_err_set(err, DP_ENOMEM, "scheduler: out of memory");
+    }
+    if ((st = eng_sampler_new(&r->sp, s->n_vocab, &sl->smp, err))) {
+        slot_clear(sl);
+        return st;
+    }
+    for (int32_t i = 0; i < r->n_prompt; i++) eng_sampler_accept(sl->smp, r->prompt[i]);
+    dp_buf_init(&sl->text, (size_t)1 << 26);
+    sl->max_tokens = r->max_tokens;
+    sl->user = r->user;
+    sl->busy = true;
+    sl->t_admit = dp_time_ns();
+    eng_seq_clear(s->c, k);
+    s->n_busy++;
+    return DP_OK;
+}
+
+void pl_sched_cancel_all(pl_sched *s, void (*drop)(void *user)) {
+    for (int32_t k = 0; k < s->n_slots; k++)
+        if (s->sl[k].busy) {
+            if (drop) drop(s->sl[k].user);
+            slot_clear(&s->sl[k]);
+            eng_seq_clear(s->c, k);
+        }
+    s->n_busy = 0;
+}
+
+/* Appends the sampled token; returns the finish reason or NULL to go on. */
+static const char *take_token(pl_sched *s, slot *sl, int32_t next) {
+    if (eng_token_is_eog(s->tok, next)) return "stop";
+    eng_sampler_accept(sl->smp, next);
+    uint8_t buf[512];
+    size_t n = eng_detok_push(s->tok, &sl->dt, next, false, buf, sizeof(buf));
+    const size_t before = sl->text.len;
+    dp_buf_append(&sl->text, buf, n);
+    sl->n_gen++;
+    sl->next = next;
+    for (size_t q = 0; q < sl->n_stop; q++) {
+        /* only the new bytes (and a stop string's length before them) can complete a match */
+        const size_t sl_len = strlen(sl->stop[q]);
+        size_t from = before > sl_len ? before - sl_len : 0;
+        const char *t = (const char *)sl->text.data;
+        for (size_t i = from; i + sl_len <= sl->text.len; i++)
+            if (!memcmp(t + i, sl->stop[q], sl_len)) {
+                sl->text.len = i;
+                return "stop";
+            }
+    }
+    return sl->n_gen >= sl->max_tokens ? "length" : NULL;
+}
+
+dp_status pl_sched_step(pl_sched *s, pl_sched_done_fn done, void *cb, dp_err *err) {
+    if (!s->n_busy) return DP_EOF;
+    int32_t n = 0;
+    for (int32_t k = 0; k < s->n_slots; k++) {
+        slot *sl = &s->sl[k];
+        if (!sl->busy) continue;
+        if (sl->decoding) {
+            s->bt[n] = sl->next, s->bpos[n] = (int32_t)sl->prompt.n + sl->n_gen - 1, s->bseq[n] = k, s->bw[n] = 1;
+            n++;
+        } else {
+            const int32_t left = (int32_t)sl->prompt.n - sl->n_fed, take = left < PL_SCHED_PIECE ? left : PL_SCHED_PIECE;
+            for (int32_t i = 0; i < take; i++) {
+                s->bt[n] = sl->prompt.ids[sl->n_fed + i], s->bpos[n] = sl->n_fed + i, s->bseq[n] = k;
+                s->bw[n] = i == take - 1 && take == left;
+                n++;
+            }
+        }
+    }
+    eng_batch b = {n, s->bt, s->bpos, s->bseq, s->bw};
+    dp_status st = eng_decode(s->c, &b, err);
+    if (st) return st;
+    s->n_tokens += (uint64_t)n;
+    int32_t li = 0;
+    for (int32_t i = 0; i < n; i++) {
+        slot *sl = &s->sl[s->bseq[i]];
+        if (!sl->decoding) sl->n_fed++;
+        if (!s->bw[i]) continue;
+        const float *l = eng_get_logits(s->c, li++);
+        if (!sl->decoding) sl->decoding = true, sl->t_first = dp_time_ns();
+        const char *finish = take_token(s, sl, eng_sampler_sample(sl->smp, l));
+        if (!finish) continue;
+        if (!strcmp(finish, "length")) {
+            uint8_t tail[8];
+            dp_buf_append(&sl->text, tail, eng_detok_flush(&sl->dt, tail));
+        }
+        pl_gen_out o = {sl->user, sl->text.data ? (const char *)sl->text.data : "", sl->text.len,
+                        (int32_t)sl->prompt.n, sl->n_gen, finish, sl->t_admit, sl->t_first, dp_time_ns()};
+        if (done) done(cb, &o);
+        slot_clear(sl);
+        s->n_busy--;
+    }
+    return DP_OK;
+}

@@ -1,0 +1,69 @@
+/*
+ * scheduler.h - continuous batching over the engine: a fixed set of sequence slots; a free slot
+ * takes the next request; every step is one eng_decode holding one token for each decoding
+ * slot and the next prompt piece of each prefilling slot; a finished request frees its slot at
+ * once, so nothing waits for the slowest sequence.
+ *
+ *   pl_sched_new(ctx, model, n_slots, &s, &err);
+ *   for (;;) {
+ *       while (pl_sched_free_slots(s) && have_work()) pl_sched_admit(s, &req, &err);
+ *       st = pl_sched_step(s, on_done, cb, &err);   // DP_EOF: nothing admitted, idle
+ *   }
+ *
+ * Batch invariance: prompt pieces are cut at fixed offsets of the request's own prompt and
+ * each request samples from its own seeded sampler, so a request's tokens do not depend on
+ * what else runs in the step or on admission order (the engine's kernels reduce in a fixed
+ * order per row).
+ */
+#ifndef PL_SCHEDULER_H
+#define PL_SCHEDULER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+typedef struct pl_sched pl_sched;
+
+typedef struct pl_gen_req {
+    const int32_t *prompt;    /* copied at admission */
+    int32_t n_prompt;         /* >= 1; n_prompt + max_tokens <= the context */
+    int32_t max_tokens;
+    eng_sampler_params sp;
+    const char *const *stop;  /* (optional) stop strings, copied */
+    size_t n_stop;
+    void *user;               /* handed back in pl_gen_out */
+} pl_gen_req;
+
+typedef struct pl_gen_out {
+    void *user;
+    const char *text;         /* generated text (may hold invalid UTF-8); valid during the callback */
+    size_t len;
+    int32_t n_prompt, n_gen;
+    const char *finish;       /* "stop" (end-of-generation token or stop string) or "length" */
+    uint64_t t_admit_ns, t_first_ns, t_done_ns; /* dp_time_ns() stamps */
+} pl_gen_out;
+
+typedef void (*pl_sched_done_fn)(void *cb, const pl_gen_out *out);
+
+/* The prompt piece every prefilling slot contributes to a step. */
+#define PL_SCHED_PIECE 256
+
+/* n_slots <= the context's n_seq_max; the context's n_ubatch must be >= PL_SCHED_PIECE. */
+dp_status pl_sched_new(eng_context *c, const eng_model *m, int32_t n_slots, pl_sched **out, dp_err *err);
+void pl_sched_free(pl_sched *s);
+int32_t pl_sched_free_slots(const pl_sched *s);
+int32_t pl_sched_active(const pl_sched *s);
+/* Starts a request in a free slot (DP_EBUSY when none is free). */
+dp_status pl_sched_admit(pl_sched *s, const pl_gen_req *r, dp_err *err);
+/* Runs one engine step and reports every request it finished through done (in slot order).
+ * DP_EOF when no request is active. */
+dp_status pl_sched_step(pl_sched *s, pl_sched_done_fn done, void *cb, dp_err *err);
+/* Abandons every active request, handing each user pointer to drop (optional); their slots
+ * become free. */
+void pl_sched_cancel_all(pl_sched *s, void (*drop)(void *user));
+/* Tokens decoded so far (prompt and generated), for progress rates. */
+uint64_t pl_sched_tokens(const pl_sched *s);
+
+#endif /* PL_SCHEDULER_H */
