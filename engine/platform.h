@@ -103,6 +103,8 @@ void dp_mutex_unlock(dp_mutex *m);
 void dp_cond_init(dp_cond *c);
 void dp_cond_free(dp_cond *c);
 void dp_cond_wait(dp_cond *c, dp_mutex *m);
+/* Waits at most ms milliseconds (monotonic clock); false on timeout. */
+bool dp_cond_timedwait_ms(dp_cond *c, dp_mutex *m, int ms);
 void dp_cond_signal(dp_cond *c);
 void dp_cond_broadcast(dp_cond *c);
 
@@ -124,6 +126,10 @@ void dp_lock_read_note(const char *path, char *buf, size_t cap);
 /* ---- Processes and signals -------------------------------------------------------------- */
 
 int dp_getpid(void);
+/* Ends the process at once, as kill -9 would (crash tests). */
+void dp_crash_now(void);
+/* Sleeps for ms milliseconds. */
+void dp_sleep_ms(int ms);
 
 /* Stop requests: SIGINT, SIGTERM and SIGUSR1 (on POSIX) each add one to a counter the program
  * polls with dp_stop_requests(). The handler only stores a number (async-signal-safe). When

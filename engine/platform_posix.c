@@ -335,10 +335,25 @@ void dp_mutex_free(dp_mutex *m) { pthread_mutex_destroy((pthread_mutex_t *)(void
 void dp_mutex_lock(dp_mutex *m) { DP_ASSERT(pthread_mutex_lock((pthread_mutex_t *)(void *)m->opaque) == 0); }
 void dp_mutex_unlock(dp_mutex *m) { DP_ASSERT(pthread_mutex_unlock((pthread_mutex_t *)(void *)m->opaque) == 0); }
 
-void dp_cond_init(dp_cond *c) { DP_ASSERT(pthread_cond_init((pthread_cond_t *)(void *)c->opaque, NULL) == 0); }
+void dp_cond_init(dp_cond *c) {
+    /* timed waits measure against the monotonic clock: a wall-clock jump must not fire them */
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    DP_ASSERT(pthread_cond_init((pthread_cond_t *)(void *)c->opaque, &a) == 0);
+    pthread_condattr_destroy(&a);
+}
 void dp_cond_free(dp_cond *c) { pthread_cond_destroy((pthread_cond_t *)(void *)c->opaque); }
 void dp_cond_wait(dp_cond *c, dp_mutex *m) {
     DP_ASSERT(pthread_cond_wait((pthread_cond_t *)(void *)c->opaque, (pthread_mutex_t *)(void *)m->opaque) == 0);
+}
+bool dp_cond_timedwait_ms(dp_cond *c, dp_mutex *m, int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    return pthread_cond_timedwait((pthread_cond_t *)(void *)c->opaque, (pthread_mutex_t *)(void *)m->opaque, &ts) == 0;
 }
 void dp_cond_signal(dp_cond *c) { pthread_cond_signal((pthread_cond_t *)(void *)c->opaque); }
 void dp_cond_broadcast(dp_cond *c) { pthread_cond_broadcast((pthread_cond_t *)(void *)c->opaque); }
@@ -400,6 +415,17 @@ void dp_lock_read_note(const char *path, char *buf, size_t cap) {
 }
 
 int dp_getpid(void) { return (int)getpid(); }
+
+void dp_crash_now(void) {
+    raise(SIGKILL);
+    _exit(137);
+}
+
+void dp_sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
 
 static volatile sig_atomic_t g_stop_count, g_stop_sig, g_hard_exit = -1;
 

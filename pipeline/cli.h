@@ -14,6 +14,9 @@ int pl_cmd_generate(int argc, char **argv);
 int pl_cmd_bench(int argc, char **argv);
 int pl_cmd_validate(int argc, char **argv);
 int pl_cmd_batch(int argc, char **argv);
+int pl_cmd_run(int argc, char **argv);
+int pl_cmd_plan(int argc, char **argv);
+int pl_cmd_status(int argc, char **argv);
 
 /* Parses a positive integer option value; prints a usage error and returns false if bad. */
 #include <stdbool.h>

@@ -86,6 +86,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return pl_cmd_bench(sub_argc, sub_argv);
     if (!strcmp(cmd, "validate")) return pl_cmd_validate(sub_argc, sub_argv);
     if (!strcmp(cmd, "batch")) return pl_cmd_batch(sub_argc, sub_argv);
+    if (!strcmp(cmd, "run")) return pl_cmd_run(sub_argc, sub_argv);
+    if (!strcmp(cmd, "plan")) return pl_cmd_plan(sub_argc, sub_argv);
+    if (!strcmp(cmd, "status")) return pl_cmd_status(sub_argc, sub_argv);
     if (!strcmp(cmd, "version")) {
         printf("docpipe %s\n", DP_VERSION);
         return PL_EXIT_OK;
@@ -94,7 +97,7 @@ int main(int argc, char **argv) {
         usage(stdout);
         return PL_EXIT_OK;
     }
-    static const char *const later[] = {"run", "plan", "status", "merge"};
+    static const char *const later[] = {"merge"};
     for (size_t k = 0; k < sizeof(later) / sizeof(later[0]); k++) {
         if (!strcmp(cmd, later[k])) {
             fprintf(stderr, "docpipe: '%s' is not implemented in this build yet (see README.md, \"What works today\")\n",

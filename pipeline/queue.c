@@ -66,12 +66,17 @@ dp_status pl_queue_push(pl_queue *q, void *item) {
     return st;
 }
 
-dp_status pl_queue_pop(pl_queue *q, void **item) {
+/* wait_ms: < 0 forever, 0 not at all, > 0 at most that long */
+static dp_status pop(pl_queue *q, void **item, int wait_ms) {
     dp_mutex_lock(&q->mu);
-    while (q->len == 0 && !q->closed && !q->error) dp_cond_wait(&q->not_empty, &q->mu);
+    if (wait_ms < 0) {
+        while (q->len == 0 && !q->closed && !q->error) dp_cond_wait(&q->not_empty, &q->mu);
+    } else if (wait_ms > 0 && q->len == 0 && !q->closed && !q->error) {
+        dp_cond_timedwait_ms(&q->not_empty, &q->mu, wait_ms);
+    }
     dp_status st = DP_OK;
     if (q->error) st = q->error;
-    else if (q->len == 0) st = DP_EOF; /* closed and drained */
+    else if (q->len == 0) st = q->closed ? DP_EOF : DP_EBUSY; /* closed and drained, or empty for now */
     else {
         *item = q->slots[q->head];
         q->head = (q->head + 1) % q->cap;
@@ -81,6 +86,10 @@ dp_status pl_queue_pop(pl_queue *q, void **item) {
     dp_mutex_unlock(&q->mu);
     return st;
 }
+
+dp_status pl_queue_pop(pl_queue *q, void **item) { return pop(q, item, -1); }
+dp_status pl_queue_try_pop(pl_queue *q, void **item) { return pop(q, item, 0); }
+dp_status pl_queue_pop_wait(pl_queue *q, void **item, int ms) { return pop(q, item, ms > 0 ? ms : 0); }
 
 void pl_queue_close(pl_queue *q) {
     dp_mutex_lock(&q->mu);

@@ -30,6 +30,10 @@ dp_status pl_queue_push(pl_queue *q, void *item);
 /* Takes the oldest item, waiting while empty. DP_EOF once closed and drained; the abort
  * status after an abort. */
 dp_status pl_queue_pop(pl_queue *q, void **item);
+/* Like pl_queue_pop without waiting: DP_EBUSY when the queue is empty but still open. */
+dp_status pl_queue_try_pop(pl_queue *q, void **item);
+/* Waits at most ms milliseconds for an item (DP_EBUSY on timeout). */
+dp_status pl_queue_pop_wait(pl_queue *q, void **item, int ms);
 /* No more pushes: consumers drain what is left, then see DP_EOF. Idempotent. */
 void pl_queue_close(pl_queue *q);
 /* Stops everything: every current and future push/pop returns err (a negative status). The

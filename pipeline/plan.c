@@ -1,0 +1,258 @@
+/*
+ * plan.c - `docpipe plan` and `docpipe status`: both drive the run's own reader stage, so they
+ * list, filter and skip exactly as `docpipe run` would.
+ *
+ *   plan    loads the model (for its tokenizer), chunks every document that a run would
+ *           process, counts requests and prompt tokens, and estimates the time from a short
+ *           measured benchmark of the model on this machine.
+ *   status  reads the state folder (checkpoint and ledger) and hashes the inputs, without the
+ *           model: done, failed, skipped and pending documents.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunker.h"
+#include "exit_codes.h"
+#include "run_internal.h"
+
+int32_t pl_content_budget(pl_run *r, eng_tok_ws *ws, const pl_prompt_spec *spec, const pl_unit *u, int32_t *overhead,
+                          dp_err *err);
+
+static int load(pl_run *r, const char *job_path) {
+    memset(r, 0, sizeof(*r));
+    dp_mutex_init(&r->mu);
+    r->reg.next = r->reg.prev = &r->reg;
+    dp_time_format(dp_time_wall(), true, r->date);
+    dp_err err = {0};
+    dp_status st = job_load(job_path, &r->job, &err);
+    if (st) {
+        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        return st == DP_ENOENT || st == DP_EACCES ? PL_EXIT_NOINPUT : PL_EXIT_DATAERR;
+    }
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/checkpoint.json", r->job.state_dir);
+    st = pl_checkpoint_read(path, &r->ck, &err);
+    if (st && st != DP_ENOENT) {
+        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        return PL_EXIT_DATAERR;
+    }
+    snprintf(path, sizeof(path), "%s/ledger.jsonl", r->job.state_dir);
+    if ((st = pl_ledger_load(path, st ? 0 : r->ck.ledger_bytes, &r->ledger, &err))) {
+        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        return st == DP_EFORMAT ? PL_EXIT_DATAERR : PL_EXIT_IOERR;
+    }
+    return 0;
+}
+
+static void unload(pl_run *r) {
+    while (r->reg.next && r->reg.next != &r->reg) pl_unit_free(r, r->reg.next);
+    pl_queue_free(r->q_docs);
+    pl_ledger_free(r->ledger);
+    pl_checkpoint_free(&r->ck);
+    eng_context_free(r->ctx);
+    eng_model_free(r->model);
+    dp_mutex_free(&r->mu);
+    job_spec_free(&r->job);
+}
+
+typedef void (*doc_fn)(pl_run *r, pl_doc *d, void *ud);
+
+/* Runs the reader stage and hands every document to fn in listing order. */
+static int each_doc(pl_run *r, doc_fn fn, void *ud) {
+    if (pl_queue_new(4, pl_doc_free, &r->q_docs)) return 70;
+    dp_thread th;
+    dp_err err = {0};
+    if (dp_thread_create(&th, pl_stage_read, r, &err)) {
+        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        return 71;
+    }
+    void *p;
+    while (pl_queue_pop(r->q_docs, &p) == DP_OK) {
+        pl_doc *d = p;
+        fn(r, d, ud);
+        pl_unit_free(r, d->u);
+        pl_doc_text_free(&d->text);
+        free(d);
+    }
+    dp_thread_join(&th);
+    if (r->fail_status) {
+        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&r->fail_err));
+        return r->fail_exit ? r->fail_exit : PL_EXIT_NOINPUT;
+    }
+    return 0;
+}
+
+/* ---- status ------------------------------------------------------------------------------ */
+
+typedef struct status_counts {
+    uint64_t done, pending, unreadable;
+} status_counts;
+
+static void count_status(pl_run *r, pl_doc *d, void *ud) {
+    (void)r;
+    status_counts *c = ud;
+    if (d->u->skipped) c->done++;
+    else if (!d->u->sha[0]) c->unreadable++;
+    else c->pending++;
+}
+
+int pl_status_job(const char *job_path) {
+    pl_run r;
+    int rc = load(&r, job_path);
+    status_counts c = {0};
+    if (!rc) rc = each_doc(&r, count_status, &c);
+    if (!rc) {
+        if (!r.ck.results_path) printf("%s: no run yet (no checkpoint in %s)\n", job_path, r.job.state_dir);
+        else
+            printf("%s: %lld run%s, last one %s; results %s (%llu bytes committed)\n", job_path, (long long)r.ck.runs,
+                   r.ck.runs == 1 ? "" : "s", r.ck.complete ? "complete" : "interrupted or still running",
+                   r.ck.results_path, (unsigned long long)r.ck.results_bytes);
+        printf("documents: %llu done (%llu ok, %llu failed), %llu pending, %llu unreadable now\n",
+               (unsigned long long)c.done, (unsigned long long)pl_ledger_count(r.ledger, PL_LEDGER_OK),
+               (unsigned long long)pl_ledger_count(r.ledger, PL_LEDGER_FAILED), (unsigned long long)c.pending,
+               (unsigned long long)c.unreadable);
+        printf("records: %llu results, %llu errors\n", (unsigned long long)r.ck.records,
+               (unsigned long long)r.ck.errors);
+        printf("skipped by the next run (unchanged): %llu; to process: %llu\n", (unsigned long long)c.done,
+               (unsigned long long)(c.pending + c.unreadable));
+    }
+    unload(&r);
+    return rc;
+}
+
+/* ---- plan -------------------------------------------------------------------------------- */
+
+typedef struct plan_counts {
+    eng_tok_ws *ws;
+    uint64_t docs, skipped, failed, chunks, multi, prompt_tokens, content_tokens;
+    int32_t longest;
+} plan_counts;
+
+static void plan_doc(pl_run *r, pl_doc *d, void *ud) {
+    plan_counts *c = ud;
+    c->docs++;
+    if (d->u->skipped) {
+        c->skipped++;
+        return;
+    }
+    if (d->u->err_code) {
+        c->failed++;
+        return;
+    }
+    dp_err err = {0};
+    int32_t ov = 0;
+    const int32_t budget = pl_content_budget(r, c->ws, &r->map_spec, d->u, &ov, &err);
+    if (budget < 8) {
+        c->failed++;
+        return;
+    }
+    int32_t overlap = (int32_t)r->job.chunking.overlap;
+    if (overlap >= budget / 2) overlap = budget / 2 - 1;
+    pl_chunks ch = {0};
+    if (pl_chunk_text(r->tok, c->ws, d->text.text, d->text.len, budget, overlap, &ch, &err) || ch.n == 0) {
+        c->failed++;
+    } else {
+        c->chunks += ch.n;
+        c->multi += ch.n > 1;
+        for (size_t k = 0; k < ch.n; k++) {
+            c->content_tokens += (uint64_t)ch.v[k].n_tokens;
+            c->prompt_tokens += (uint64_t)(ch.v[k].n_tokens + ov);
+            if (ch.v[k].n_tokens + ov > c->longest) c->longest = ch.v[k].n_tokens + ov;
+        }
+    }
+    pl_chunks_free(&ch);
+}
+
+/* Prefill and decode rates of this model here: one 256-token prompt per slot, then 8 decode
+ * steps over every slot (what a run's steady state looks like). */
+static void measure(pl_run *r, double *pp, double *tg) {
+    const int32_t seqs = (int32_t)r->job.model.max_sequences, n = 256 < r->n_ctx - 16 ? 256 : r->n_ctx - 16;
+    int32_t *tok = malloc((size_t)n * 3 * sizeof(int32_t));
+    dp_err err = {0};
+    *pp = *tg = 0;
+    if (!tok) return;
+    int32_t *pos = tok + n, *seq = pos + n;
+    const int32_t V = (int32_t)eng_model_get_info(r->model)->n_vocab;
+    for (int32_t i = 0; i < n; i++) tok[i] = (int32_t)((i * 7919u + 13u) % (uint32_t)V), pos[i] = i, seq[i] = 0;
+    uint64_t t = dp_time_ns();
+    eng_batch b = {n, tok, pos, seq, NULL};
+    if (eng_decode(r->ctx, &b, &err)) goto out;
+    *pp = n / ((double)(dp_time_ns() - t) / 1e9);
+    /* decode: every slot at position n */
+    for (int32_t k = 1; k < seqs; k++) eng_seq_clear(r->ctx, k);
+    int32_t m = 0;
+    for (int32_t k = 0; k < seqs && k < n; k++) tok[k] = 1, pos[k] = k == 0 ? n : 0, seq[k] = k, m++;
+    t = dp_time_ns();
+    int steps = 0;
+    for (; steps < 8; steps++) {
+        eng_batch d = {m, tok, pos, seq, NULL};
+        if (eng_decode(r->ctx, &d, &err)) break;
+        for (int32_t k = 0; k < m; k++) pos[k]++;
+    }
+    if (steps) *tg = (double)steps * m / ((double)(dp_time_ns() - t) / 1e9);
+out:
+    free(tok);
+}
+
+int pl_plan_job(const char *job_path, bool bench) {
+    pl_run r;
+    int rc = load(&r, job_path);
+    dp_err err = {0};
+    if (!rc && eng_model_load(r.job.model.path, &r.model, &err)) {
+        fprintf(stderr, "docpipe: %s: model.path: %s\n", job_path, dp_err_msg(&err));
+        rc = PL_EXIT_CONFIG;
+    }
+    plan_counts c = {0};
+    if (!rc) {
+        r.tok = eng_model_get_tokenizer(r.model);
+        r.chat = eng_model_chat_kind(r.model);
+        r.n_ctx = (int32_t)r.job.model.context;
+        r.n_ctx_train = (int32_t)eng_model_get_info(r.model)->n_ctx_train;
+        r.map_spec = (pl_prompt_spec){r.chat, r.job.prompts.system, r.job.prompts.template_, r.job.generation.thinking};
+        if (eng_tok_ws_new(&c.ws)) rc = 70;
+    }
+    if (!rc) rc = each_doc(&r, plan_doc, &c);
+    eng_tok_ws_free(c.ws);
+    if (rc) {
+        unload(&r);
+        return rc;
+    }
+    const uint64_t reduce = r.job.chunking.mode == JOB_CHUNK_MAP_REDUCE && r.job.prompts.reduce_template ? c.multi : 0;
+    const uint64_t requests = c.chunks + reduce;
+    printf("%s: %llu documents: %llu to process, %llu skipped (done in an earlier run), %llu that will fail "
+           "(unreadable, unsupported, too large, empty)\n", job_path, (unsigned long long)c.docs,
+           (unsigned long long)(c.docs - c.skipped - c.failed), (unsigned long long)c.skipped,
+           (unsigned long long)c.failed);
+    printf("requests: %llu map/chunk + about %llu reduce; prompt tokens: %llu (content %llu), longest prompt %d of "
+           "the %lld-token context\n", (unsigned long long)c.chunks, (unsigned long long)reduce,
+           (unsigned long long)c.prompt_tokens, (unsigned long long)c.content_tokens, c.longest,
+           (long long)r.job.model.context);
+    printf("generation: at most %llu tokens (max_tokens %lld per request)\n",
+           (unsigned long long)(requests * (uint64_t)r.job.generation.max_tokens), (long long)r.job.generation.max_tokens);
+    if (bench && requests) {
+        eng_context_params cp = eng_context_default_params();
+        cp.n_ctx = (uint32_t)r.job.model.context;
+        cp.n_seq_max = (uint32_t)r.job.model.max_sequences;
+        cp.n_threads = (int)r.job.model.threads;
+        cp.device = r.job.model.device == JOB_DEVICE_CPU ? ENG_DEVICE_CPU
+                    : r.job.model.device == JOB_DEVICE_CUDA ? ENG_DEVICE_CUDA : ENG_DEVICE_AUTO;
+        if (eng_context_new(r.model, &cp, &r.ctx, &err)) {
+            fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+            unload(&r);
+            return PL_EXIT_CONFIG;
+        }
+        double pp = 0, tg = 0;
+        measure(&r, &pp, &tg);
+        if (pp > 0 && tg > 0) {
+            const double t_pp = (double)c.prompt_tokens / pp;
+            const double t_tg = (double)(requests * (uint64_t)r.job.generation.max_tokens) / tg;
+            printf("measured here (%s, %lld sequences): prefill %.1f tok/s, decode %.1f tok/s over all sequences\n",
+                   eng_context_backend_name(r.ctx), (long long)r.job.model.max_sequences, pp, tg);
+            printf("estimated time: %.0f s prefill + at most %.0f s generation = at most %.0f s (%.1f h); less when "
+                   "answers end before max_tokens\n", t_pp, t_tg, t_pp + t_tg, (t_pp + t_tg) / 3600);
+        }
+    }
+    unload(&r);
+    return PL_EXIT_OK;
+}

@@ -1,0 +1,70 @@
+/*
+ * progress.c - see progress.h.
+ */
+#include "progress.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "platform.h"
+
+void pl_progress_init(pl_progress *p, bool quiet, int mode) {
+    memset(p, 0, sizeof(*p));
+    p->quiet = quiet;
+    p->tty = mode == 1 || (mode < 0 && dp_stderr_is_terminal());
+    p->t0 = p->t_last = p->t_rate = dp_time_ns();
+}
+
+static void clear_line(pl_progress *p) {
+    if (p->tty && p->last_len) {
+        fprintf(stderr, "\r%*s\r", p->last_len, "");
+        p->last_len = 0;
+    }
+}
+
+void pl_progress_message(pl_progress *p, const char *msg) {
+    clear_line(p);
+    fprintf(stderr, "docpipe: %s\n", msg);
+}
+
+void pl_progress_update(pl_progress *p, const pl_progress_snapshot *s, bool final) {
+    if (p->quiet) return;
+    const uint64_t now = dp_time_ns();
+    const uint64_t every = p->tty ? 250000000ull : 10000000000ull;
+    if (!final && now - p->t_last < every) return;
+    p->t_last = now;
+    const uint64_t tokens = s->gen_tokens + s->prompt_tokens;
+    if (now - p->t_rate >= 1000000000ull) {
+        const double inst = (double)(tokens - p->tokens_at_last) * 1e9 / (double)(now - p->t_rate);
+        p->rate = p->rate > 0 ? 0.7 * p->rate + 0.3 * inst : inst;
+        p->tokens_at_last = tokens;
+        p->t_rate = now;
+    }
+    const double el = (double)(now - p->t0) / 1e9;
+    char eta[32] = "?";
+    const uint64_t ran = s->docs_done - s->docs_skipped;
+    /* a .jsonl file holds many documents: until all are listed, count the files */
+    const uint64_t total = s->docs_listed > s->files ? s->docs_listed : s->files;
+    if (s->listing_done && ran > 0 && total >= s->docs_done) {
+        const double left = (double)(total - s->docs_done);
+        const double secs = el / (double)ran * left;
+        if (secs < 100 * 3600) snprintf(eta, sizeof(eta), "%d:%02d:%02d", (int)secs / 3600, (int)secs / 60 % 60,
+                                        (int)secs % 60);
+    }
+    char line[256];
+    int n = snprintf(line, sizeof(line), "%llu/%llu documents (%llu skipped, %llu failed), %llu requests, %.0f tok/s, "
+                     "%.0f s elapsed, ETA %s", (unsigned long long)s->docs_done, (unsigned long long)total,
+                     (unsigned long long)s->docs_skipped, (unsigned long long)s->docs_failed,
+                     (unsigned long long)s->requests_done, p->rate, el, final ? "0:00:00" : eta);
+    if (p->tty) {
+        fprintf(stderr, "\r%s%*s", line, p->last_len > n ? p->last_len - n : 0, "");
+        p->last_len = n;
+        if (final) {
+            fputc('\n', stderr);
+            p->last_len = 0;
+        }
+    } else {
+        fprintf(stderr, "docpipe: %s\n", line);
+    }
+    fflush(stderr);
+}

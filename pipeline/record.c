@@ -1,0 +1,120 @@
+/*
+ * record.c - the JSON lines docpipe run writes (design.md, output records): OpenAI batch
+ * results with our provenance in "meta", and error records of the same shape.
+ *
+ * Model output and document paths are untrusted: text is repaired to valid UTF-8 (U+FFFD),
+ * and jansson escapes everything JSON needs (control characters, quotes, U+2028).
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run_internal.h"
+#include "utf8.h"
+
+void pl_custom_id(const pl_unit *u, const pl_result *res, bool per_chunk, char out[64]) {
+    if (!res) snprintf(out, 64, "%s-%s-error", u->key, u->err_stage ? u->err_stage : "doc");
+    else if (res->level > 0) snprintf(out, 64, "%s-r%d.%d-reduce", u->key, res->level, res->index);
+    else snprintf(out, 64, "%s-c%d-%s", u->key, res->index, per_chunk ? "chunk" : "map");
+}
+
+static json_t *text_value(const char *s, size_t n) {
+    uint8_t *fixed = malloc(3 * n + 1);
+    if (!fixed) return json_string("");
+    size_t fl = dp_utf8_repair((const uint8_t *)(s ? s : ""), s ? n : 0, fixed, NULL);
+    json_t *v = json_stringn((const char *)fixed, fl);
+    free(fixed);
+    return v ? v : json_string("");
+}
+
+static json_t *meta(const pl_run *r, const pl_unit *u, const pl_result *res) {
+    const bool per_chunk = r->job.chunking.mode == JOB_CHUNK_PER_CHUNK;
+    json_t *m = json_object();
+    json_object_set_new(m, "source_path", text_value(u->path, strlen(u->path)));
+    json_object_set_new(m, "doc_sha256", json_string(u->sha));
+    if (res) {
+        json_object_set_new(m, "chunk_index", json_integer(res->index));
+        json_object_set_new(m, "chunk_count", json_integer(res->count));
+        json_object_set_new(m, "stage", json_string(res->level ? "reduce" : per_chunk ? "chunk" : "map"));
+        if (res->level) json_object_set_new(m, "reduce_level", json_integer(res->level));
+        if (!per_chunk) json_object_set_new(m, "final", json_boolean(res->final));
+    } else {
+        json_object_set_new(m, "stage", json_string(u->err_stage ? u->err_stage : "read"));
+    }
+    json_object_set_new(m, "template_sha256", json_string(r->fp.templates));
+    json_object_set_new(m, "model_sha256", json_string(r->fp.model));
+    json_object_set_new(m, "seed", json_integer(r->job.generation.seed));
+    if (u->format) json_object_set_new(m, "input_format", json_string(u->format));
+    if (u->n_replaced) json_object_set_new(m, "replaced_invalid_utf8", json_integer((json_int_t)u->n_replaced));
+    if (res && !res->err_code) {
+        json_t *t = json_object();
+        json_object_set_new(t, "queue", json_real((double)(int64_t)(res->queue_ms * 10) / 10));
+        json_object_set_new(t, "prefill", json_real((double)(int64_t)(res->prefill_ms * 10) / 10));
+        json_object_set_new(t, "decode", json_real((double)(int64_t)(res->decode_ms * 10) / 10));
+        json_object_set_new(m, "timing_ms", t);
+    }
+    return m;
+}
+
+static char *dump(json_t *o) {
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+    json_decref(o);
+    return s;
+}
+
+static json_t *error_obj(const char *code, const char *msg) {
+    json_t *e = json_object();
+    json_object_set_new(e, "code", json_string(code));
+    json_object_set_new(e, "message", text_value(msg ? msg : "", msg ? strlen(msg) : 0));
+    return e;
+}
+
+char *pl_record_line(const pl_run *r, const pl_unit *u, const pl_result *res) {
+    char cid[64], id[80];
+    pl_custom_id(u, res, r->job.chunking.mode == JOB_CHUNK_PER_CHUNK, cid);
+    snprintf(id, sizeof(id), "batch_req_%s", cid);
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(id));
+    json_object_set_new(o, "custom_id", json_string(cid));
+    if (res->err_code) {
+        json_object_set_new(o, "response", json_null());
+        json_object_set_new(o, "error", error_obj(res->err_code, res->err_msg));
+    } else {
+        json_t *msg = json_object(), *ch = json_object(), *body = json_object(), *resp = json_object();
+        json_object_set_new(msg, "role", json_string("assistant"));
+        json_object_set_new(msg, "content", text_value(res->text, res->len));
+        json_object_set_new(ch, "index", json_integer(0));
+        json_object_set_new(ch, "message", msg);
+        json_object_set_new(ch, "finish_reason", json_string(res->finish));
+        json_t *choices = json_array();
+        json_array_append_new(choices, ch);
+        json_t *usage = json_object();
+        json_object_set_new(usage, "prompt_tokens", json_integer(res->n_prompt));
+        json_object_set_new(usage, "completion_tokens", json_integer(res->n_gen));
+        json_object_set_new(usage, "total_tokens", json_integer(res->n_prompt + res->n_gen));
+        json_object_set_new(body, "object", json_string("chat.completion"));
+        json_object_set_new(body, "model", json_string(r->model_name));
+        json_object_set_new(body, "choices", choices);
+        json_object_set_new(body, "usage", usage);
+        json_object_set_new(resp, "status_code", json_integer(200));
+        json_object_set_new(resp, "body", body);
+        json_object_set_new(o, "response", resp);
+        json_object_set_new(o, "error", json_null());
+    }
+    json_object_set_new(o, "meta", meta(r, u, res));
+    return dump(o);
+}
+
+char *pl_record_doc_error(const pl_run *r, const pl_unit *u) {
+    char cid[64], id[80];
+    pl_custom_id(u, NULL, false, cid);
+    snprintf(id, sizeof(id), "batch_req_%s", cid);
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(id));
+    json_object_set_new(o, "custom_id", json_string(cid));
+    json_object_set_new(o, "response", json_null());
+    json_object_set_new(o, "error", error_obj(u->err_code, u->err_msg));
+    json_object_set_new(o, "meta", meta(r, u, NULL));
+    return dump(o);
+}

@@ -1,0 +1,520 @@
+/*
+ * run.c - `docpipe run JOB.yaml`: opens the state (lock, checkpoint, fingerprints), the sinks
+ * and the model, starts the four stage threads and supervises them (signals, progress, exit
+ * code). The protocol is design.md's "Exactly-once output and resume"; docs/operations.md is
+ * the user's view of it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exit_codes.h"
+#include "progress.h"
+#include "run_internal.h"
+#include "sha256.h"
+
+const char *pl_job_rel(const pl_run *r, const char *p);
+
+/* ---- Shared helpers for the stages -------------------------------------------------------- */
+
+void pl_run_fail(pl_run *r, dp_status st, const dp_err *err, int exit_code) {
+    dp_mutex_lock(&r->mu);
+    if (!r->fail_status) {
+        r->fail_status = st ? st : DP_ERROR;
+        r->fail_err = *err;
+        r->fail_exit = exit_code;
+    }
+    r->stopping = 1;
+    dp_mutex_unlock(&r->mu);
+    pl_queue_abort(r->q_docs, DP_ECANCELED);
+    pl_queue_abort(r->q_items, DP_ECANCELED);
+    pl_queue_abort(r->q_done, DP_ECANCELED);
+}
+
+void pl_run_stop(pl_run *r) {
+    r->stopping = 1;
+    /* the writer keeps draining q_done: complete documents still get committed */
+    pl_queue_abort(r->q_docs, DP_ECANCELED);
+    pl_queue_abort(r->q_items, DP_ECANCELED);
+}
+
+void pl_unit_free(pl_run *r, pl_unit *u) {
+    if (!u) return;
+    dp_mutex_lock(&r->mu);
+    u->prev->next = u->next;
+    u->next->prev = u->prev;
+    dp_mutex_unlock(&r->mu);
+    for (size_t i = 0; i < u->n_res; i++) {
+        free(u->res[i].text);
+        free(u->res[i].err_msg);
+    }
+    free(u->res);
+    free(u->err_msg);
+    free(u->path);
+    free(u->out_rel);
+    free(u);
+}
+
+void pl_item_free(void *p) {
+    pl_item *it = p;
+    if (!it) return;
+    eng_tokens_free(&it->prompt);
+    free(it->err_msg);
+    free(it);
+}
+
+void pl_doc_free(void *p) {
+    pl_doc *d = p;
+    if (!d) return;
+    pl_doc_text_free(&d->text);
+    free(d);
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+eng_sampler_params pl_run_sampler(const pl_run *r, const char *custom_id) {
+    eng_sampler_params sp = eng_sampler_default_params();
+    const job_spec *j = &r->job;
+    sp.temp = (float)j->generation.temperature;
+    sp.top_k = (int32_t)j->generation.top_k;
+    sp.top_p = (float)j->generation.top_p;
+    sp.min_p = (float)j->generation.min_p;
+    sp.repeat_penalty = (float)j->generation.repeat_penalty;
+    sp.penalty_last_n = (int32_t)j->generation.repeat_last_n;
+    sp.presence_penalty = (float)j->generation.presence_penalty;
+    sp.frequency_penalty = (float)j->generation.frequency_penalty;
+    uint64_t x = (uint64_t)j->generation.seed;
+    for (const char *c = custom_id; *c; c++) x = (x ^ (uint8_t)*c) * 0x100000001b3ull;
+    sp.seed = splitmix64(&x);
+    return sp;
+}
+
+/* ---- Set-up ------------------------------------------------------------------------------ */
+
+static char *path_join(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static char *dir_of(const char *path) {
+    char *d = strdup(path);
+    if (!d) return NULL;
+    char *s = strrchr(d, '/');
+    if (s) *(s == d ? s + 1 : s) = 0;
+    else strcpy(d, ".");
+    return d;
+}
+
+static void sha_hex_of(dp_sha256 *h, char out[65]) {
+    uint8_t d[32];
+    dp_sha256_final(h, d);
+    dp_sha256_hex(d, out);
+}
+
+static void add_field(dp_sha256 *h, const char *s) { dp_sha256_update(h, s ? s : "\x01(none)", (s ? strlen(s) : 7) + 1); }
+
+/* The settings that change results, besides model and templates. */
+static void settings_fingerprint(const job_spec *j, char out[65]) {
+    char buf[1024];
+    snprintf(buf, sizeof(buf),
+             "context=%lld max_tokens=%lld temperature=%.9g top_k=%lld top_p=%.9g min_p=%.9g repeat_penalty=%.9g "
+             "repeat_last_n=%lld presence=%.9g frequency=%.9g seed=%lld thinking=%d chunk_max=%lld overlap=%lld mode=%d",
+             (long long)j->model.context, (long long)j->generation.max_tokens, j->generation.temperature,
+             (long long)j->generation.top_k, j->generation.top_p, j->generation.min_p, j->generation.repeat_penalty,
+             (long long)j->generation.repeat_last_n, j->generation.presence_penalty, j->generation.frequency_penalty,
+             (long long)j->generation.seed, j->generation.thinking, (long long)j->chunking.max_tokens,
+             (long long)j->chunking.overlap, (int)j->chunking.mode);
+    dp_sha256 h;
+    dp_sha256_init(&h);
+    add_field(&h, buf);
+    sha_hex_of(&h, out);
+}
+
+static void templates_fingerprint(const job_spec *j, char out[65]) {
+    dp_sha256 h;
+    dp_sha256_init(&h);
+    add_field(&h, j->prompts.system);
+    add_field(&h, j->prompts.template_);
+    add_field(&h, j->prompts.reduce_template);
+    sha_hex_of(&h, out);
+}
+
+/* path is inside (or is) dir */
+static bool inside(const char *path, const char *dir) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == 0);
+}
+
+static void run_free(pl_run *r) {
+    while (r->reg.next && r->reg.next != &r->reg) pl_unit_free(r, r->reg.next);
+    pl_queue_free(r->q_docs);
+    pl_queue_free(r->q_items);
+    pl_queue_free(r->q_done);
+    if (r->results.path) pl_sink_close(&r->results, NULL);
+    if (r->errors.path) pl_sink_close(&r->errors, NULL);
+    if (r->ledger_sink.path) pl_sink_close(&r->ledger_sink, NULL);
+    pl_ledger_free(r->ledger);
+    pl_checkpoint_free(&r->ck);
+    eng_context_free(r->ctx);
+    eng_model_free(r->model);
+    dp_lock_release(&r->lock);
+    free(r->state_dir);
+    free(r->checkpoint_path);
+    free(r->ledger_path);
+    free(r->lock_path);
+    free(r->results_path);
+    free(r->errors_path);
+    free(r->status_path);
+    dp_mutex_free(&r->mu);
+    job_spec_free(&r->job);
+}
+
+/* Paths and the checks that need no model. Returns an exit code (0 = go on). */
+static int open_job(pl_run *r, const char *job_path) {
+    dp_err err = {0};
+    dp_status st = job_load(job_path, &r->job, &err);
+    if (st) {
+        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        return st == DP_ENOENT || st == DP_EACCES ? PL_EXIT_NOINPUT : PL_EXIT_DATAERR;
+    }
+    const job_spec *j = &r->job;
+    r->state_dir = strdup(j->state_dir);
+    r->checkpoint_path = path_join(j->state_dir, "checkpoint.json");
+    r->ledger_path = path_join(j->state_dir, "ledger.jsonl");
+    r->lock_path = path_join(j->state_dir, "job.lock");
+    size_t n = strlen(j->outputs.jsonl) + 4;
+    r->results_path = malloc(n);
+    if (r->results_path) snprintf(r->results_path, n, "%s%s", j->outputs.jsonl, j->outputs.gzip ? ".gz" : "");
+    char *od = dir_of(j->outputs.jsonl);
+    r->errors_path = od ? path_join(od, "errors.jsonl") : NULL;
+    r->status_path = od ? path_join(od, "status.json") : NULL;
+    if (!r->state_dir || !r->checkpoint_path || !r->ledger_path || !r->lock_path || !r->results_path ||
+        !r->errors_path || !r->status_path) {
+        free(od);
+        fprintf(stderr, "docpipe: out of memory\n");
+        return 70;
+    }
+    /* an output inside an input folder would be read back as input by the next run */
+    for (size_t i = 0; i < j->n_inputs; i++) {
+        const char *what = inside(od, j->inputs[i].path) ? "outputs.jsonl"
+                           : inside(j->state_dir, j->inputs[i].path) ? "state_dir"
+                           : j->outputs.per_document_dir && inside(j->outputs.per_document_dir, j->inputs[i].path)
+                               ? "outputs.per_document_dir" : NULL;
+        if (what) {
+            fprintf(stderr, "docpipe: %s:%d:%d: %s lies inside input folder %s: the next run would read its own "
+                    "output; put outputs and state elsewhere\n", j->file, j->inputs[i].line, j->inputs[i].col, what,
+                    j->inputs[i].path);
+            free(od);
+            return PL_EXIT_DATAERR;
+        }
+    }
+    free(od);
+    for (size_t i = 0; i < j->n_inputs; i++) {
+        dp_stat_info si;
+        if (dp_stat(j->inputs[i].path, true, &si, NULL) || si.kind != DP_KIND_DIR) {
+            fprintf(stderr, "docpipe: %s:%d:%d: inputs[%zu].path: %s is not a folder\n", j->file, j->inputs[i].line,
+                    j->inputs[i].col, i, j->inputs[i].path);
+            return PL_EXIT_NOINPUT;
+        }
+    }
+    dp_stat_info si;
+    if (dp_stat(j->model.path, true, &si, NULL) || si.kind != DP_KIND_FILE) {
+        fprintf(stderr, "docpipe: %s: model.path: %s is not a readable file\n", j->file, j->model.path);
+        return PL_EXIT_CONFIG;
+    }
+    return 0;
+}
+
+/* Takes the job lock. */
+static int lock_job(pl_run *r) {
+    dp_err err = {0};
+    if (dp_mkdir_p(r->state_dir, &err)) {
+        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        return PL_EXIT_CANTCREAT;
+    }
+    dp_status st = dp_lock_acquire(&r->lock, r->lock_path, &err);
+    if (st == DP_EBUSY) {
+        char note[128];
+        dp_lock_read_note(r->lock_path, note, sizeof(note));
+        char *nl = strchr(note, '\n');
+        if (nl) *nl = 0;
+        fprintf(stderr, "docpipe: job %s is already running (%s; lock %s); try again when it has finished\n",
+                r->job.file, note[0] ? note : "pid unknown", r->lock_path);
+        return PL_EXIT_TEMPFAIL;
+    }
+    if (st) {
+        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        return PL_EXIT_CANTCREAT;
+    }
+    char note[64];
+    snprintf(note, sizeof(note), "pid %d\n", dp_getpid());
+    dp_lock_write_note(&r->lock, note, NULL);
+    return 0;
+}
+
+/* Moves path aside as path.old-STAMP (never deletes); prints what it did. */
+static int move_aside(const char *path, const char *stamp) {
+    if (!dp_path_exists(path)) return 0;
+    size_t n = strlen(path) + strlen(stamp) + 8;
+    char *to = malloc(n);
+    if (!to) return 70;
+    snprintf(to, n, "%s.old-%s", path, stamp);
+    dp_err err = {0};
+    dp_status st = dp_rename(path, to, &err);
+    if (!st) fprintf(stderr, "docpipe: --restart: moved %s to %s\n", path, to);
+    else fprintf(stderr, "docpipe: --restart: %s\n", dp_err_msg(&err));
+    free(to);
+    return st ? PL_EXIT_IOERR : 0;
+}
+
+static int restart(pl_run *r) {
+    char stamp[32], t[32];
+    dp_time_format(dp_time_wall(), false, t);
+    size_t k = 0;
+    for (const char *c = t; *c; c++)
+        if (*c != '-' && *c != ':') stamp[k++] = *c;
+    stamp[k] = 0;
+    int rc;
+    if ((rc = move_aside(r->results_path, stamp)) || (rc = move_aside(r->errors_path, stamp)) ||
+        (rc = move_aside(r->status_path, stamp)) || (rc = move_aside(r->ledger_path, stamp)) ||
+        (rc = move_aside(r->checkpoint_path, stamp)))
+        return rc;
+    if (r->job.outputs.per_document_dir && (rc = move_aside(r->job.outputs.per_document_dir, stamp))) return rc;
+    dp_err err = {0};
+    const char *dirs[2] = {r->state_dir, NULL};
+    char *od = dir_of(r->results_path);
+    dirs[1] = od;
+    for (int i = 0; i < 2; i++)
+        if (dirs[i] && dp_dir_sync(dirs[i], &err)) {
+            fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+            free(od);
+            return PL_EXIT_IOERR;
+        }
+    free(od);
+    return 0;
+}
+
+static const char *changed(const pl_fingerprint *a, const pl_fingerprint *b) {
+    if (strcmp(a->model, b->model)) return "the model file";
+    if (strcmp(a->templates, b->templates)) return "the prompts (system, template or reduce_template)";
+    if (strcmp(a->settings, b->settings)) return "the generation, chunking or model.context settings";
+    return NULL;
+}
+
+/* Checkpoint, sinks and ledger: fresh or resumed. Returns an exit code (0 = go on). */
+static int open_state(pl_run *r, bool restart_requested) {
+    dp_err err = {0};
+    const job_spec *j = &r->job;
+    if (pl_model_sha256(j->model.path, r->state_dir, r->fp.model, &err)) {
+        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        return PL_EXIT_CONFIG;
+    }
+    if (j->model.sha256 && strcmp(j->model.sha256, r->fp.model)) {
+        fprintf(stderr, "docpipe: %s: model.sha256 is %s but %s has sha256 %s\n", j->file, j->model.sha256,
+                j->model.path, r->fp.model);
+        return PL_EXIT_CONFIG;
+    }
+    templates_fingerprint(j, r->fp.templates);
+    settings_fingerprint(j, r->fp.settings);
+    const char *res_rel = pl_job_rel(r, r->results_path), *err_rel = pl_job_rel(r, r->errors_path);
+    int rc;
+    if (restart_requested && (rc = restart(r))) return rc;
+    dp_status st = pl_checkpoint_read(r->checkpoint_path, &r->ck, &err);
+    if (st && st != DP_ENOENT) {
+        fprintf(stderr, "docpipe: %s (outputs untouched; move the state folder aside or run with --restart)\n",
+                dp_err_msg(&err));
+        return st == DP_EFORMAT ? PL_EXIT_DATAERR : PL_EXIT_IOERR;
+    }
+    if (st == DP_ENOENT) {
+        /* fresh: the checkpoint comes first, so a crash before the outputs exist is resumable */
+        pl_checkpoint_free(&r->ck);
+        memset(&r->ck, 0, sizeof(r->ck));
+        r->ck.fp = r->fp;
+        r->ck.results_path = strdup(res_rel);
+        r->ck.errors_path = strdup(err_rel);
+        r->ck.gzip = j->outputs.gzip;
+        for (int i = 0; i < 2; i++) {
+            const char *p = i ? r->errors_path : r->results_path;
+            if (dp_path_exists(p)) {
+                fprintf(stderr, "docpipe: %s already exists and no checkpoint in %s owns it; move it away, choose "
+                        "another outputs.jsonl, or run with --restart (which moves it aside)\n", p, r->state_dir);
+                return PL_EXIT_CANTCREAT;
+            }
+        }
+        char *od = dir_of(r->results_path);
+        st = od ? dp_mkdir_p(od, &err) : DP_ENOMEM;
+        free(od);
+        if (!st) st = pl_checkpoint_write(r->checkpoint_path, &r->ck, &err);
+        if (st) {
+            fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+            return PL_EXIT_CANTCREAT;
+        }
+        if ((st = pl_sink_open(&r->results, r->results_path, j->outputs.gzip, true, 0, &err)) ||
+            (st = pl_sink_open(&r->errors, r->errors_path, false, true, 0, &err)) ||
+            (st = pl_sink_open(&r->ledger_sink, r->ledger_path, false, false, 0, &err))) {
+            fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+            return st == DP_EEXIST ? PL_EXIT_CANTCREAT : PL_EXIT_IOERR;
+        }
+    } else {
+        const char *what = changed(&r->ck.fp, &r->fp);
+        if (what) {
+            fprintf(stderr, "docpipe: %s changed since the checkpoint in %s: results made with the old one would "
+                    "mix with new ones. Run with --restart to start over (old outputs are moved aside, not "
+                    "deleted), or undo the change\n", what, r->checkpoint_path);
+            return PL_EXIT_CONFIG;
+        }
+        if (strcmp(r->ck.results_path, res_rel) || strcmp(r->ck.errors_path, err_rel) || r->ck.gzip != j->outputs.gzip) {
+            fprintf(stderr, "docpipe: the outputs changed since the checkpoint in %s (it wrote %s); run with "
+                    "--restart to start over, or undo the change\n", r->checkpoint_path, r->ck.results_path);
+            return PL_EXIT_CONFIG;
+        }
+        /* resume: cut every sink back to what the checkpoint covers */
+        if ((st = pl_sink_open(&r->results, r->results_path, j->outputs.gzip, false, r->ck.results_bytes, &err)) ||
+            (st = pl_sink_open(&r->errors, r->errors_path, false, false, r->ck.errors_bytes, &err)) ||
+            (st = pl_sink_open(&r->ledger_sink, r->ledger_path, false, false, r->ck.ledger_bytes, &err))) {
+            fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+            return PL_EXIT_IOERR;
+        }
+    }
+    if ((st = pl_ledger_load(r->ledger_path, r->ck.ledger_bytes, &r->ledger, &err))) {
+        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        return st == DP_EFORMAT ? PL_EXIT_DATAERR : PL_EXIT_IOERR;
+    }
+    r->ck.runs++;
+    r->ck.complete = false;
+    return 0;
+}
+
+static int open_model(pl_run *r, const pl_run_opts *o) {
+    dp_err err = {0};
+    const job_spec *j = &r->job;
+    if (eng_model_load(j->model.path, &r->model, &err)) {
+        fprintf(stderr, "docpipe: %s: model.path: %s\n", j->file, dp_err_msg(&err));
+        return PL_EXIT_CONFIG;
+    }
+    r->tok = eng_model_get_tokenizer(r->model);
+    r->chat = eng_model_chat_kind(r->model);
+    r->n_ctx = (int32_t)j->model.context;
+    r->n_ctx_train = (int32_t)eng_model_get_info(r->model)->n_ctx_train;
+    const char *base = strrchr(j->model.path, '/');
+    snprintf(r->model_name, sizeof(r->model_name), "%s", base ? base + 1 : j->model.path);
+    eng_context_params cp = eng_context_default_params();
+    cp.n_ctx = (uint32_t)j->model.context;
+    cp.n_seq_max = (uint32_t)j->model.max_sequences;
+    cp.n_threads = (int)j->model.threads;
+    cp.device = o->device >= 0 ? (eng_device)o->device
+                : j->model.device == JOB_DEVICE_CPU ? ENG_DEVICE_CPU
+                : j->model.device == JOB_DEVICE_CUDA ? ENG_DEVICE_CUDA : ENG_DEVICE_AUTO;
+    uint32_t ub = cp.n_seq_max * 256u;
+    cp.n_ubatch = ub > 2048 ? 2048 : ub < 256 ? 256 : ub;
+    if (eng_context_new(r->model, &cp, &r->ctx, &err)) {
+        fprintf(stderr, "docpipe: %s: %s\n", j->file, dp_err_msg(&err));
+        return PL_EXIT_CONFIG;
+    }
+    r->map_spec = (pl_prompt_spec){r->chat, j->prompts.system, j->prompts.template_, j->generation.thinking};
+    r->do_reduce = j->chunking.mode == JOB_CHUNK_MAP_REDUCE && j->prompts.reduce_template;
+    r->reduce_spec = (pl_prompt_spec){r->chat, j->prompts.system,
+                                      j->prompts.reduce_template ? j->prompts.reduce_template : j->prompts.template_,
+                                      j->generation.thinking};
+    return 0;
+}
+
+static void run_init(pl_run *r) {
+    memset(r, 0, sizeof(*r));
+    dp_mutex_init(&r->mu);
+    r->reg.next = r->reg.prev = &r->reg;
+    r->lock.handle = -1;
+    r->results.f.handle = r->errors.f.handle = r->ledger_sink.f.handle = -1;
+    r->t0 = dp_time_ns();
+    dp_time_format(dp_time_wall(), true, r->date);
+}
+
+int pl_run_job(const char *job_path, const pl_run_opts *o) {
+    pl_run *r = calloc(1, sizeof(*r));
+    if (!r) return 70;
+    run_init(r);
+    int rc;
+    if ((rc = open_job(r, job_path)) || (rc = lock_job(r)) || (rc = open_state(r, o->restart)) ||
+        (rc = open_model(r, o))) {
+        run_free(r);
+        free(r);
+        return rc;
+    }
+    dp_stop_signals_install(PL_EXIT_TEMPFAIL);
+    const size_t seqs = (size_t)r->job.model.max_sequences;
+    if (pl_queue_new(4, pl_doc_free, &r->q_docs) || pl_queue_new(2 * seqs + 8, pl_item_free, &r->q_items) ||
+        pl_queue_new(4 * seqs + 64, NULL, &r->q_done)) {
+        run_free(r);
+        free(r);
+        return 70;
+    }
+    pl_progress pg;
+    pl_progress_init(&pg, o->quiet, o->progress);
+    dp_thread th[4];
+    dp_thread_fn fns[4] = {pl_stage_read, pl_stage_chunk, pl_stage_infer, pl_stage_write};
+    int started = 0;
+    dp_err err = {0};
+    for (; started < 4; started++)
+        if (dp_thread_create(&th[started], fns[started], r, &err)) {
+            pl_run_fail(r, DP_ERROR, &err, 71);
+            break;
+        }
+    /* supervise until the writer (the last stage) has finished */
+    bool stop_seen = false;
+    for (bool done = started < 4; !done;) {
+        dp_sleep_ms(50);
+        if (!stop_seen && dp_stop_requests() > 0) {
+            stop_seen = true;
+            pl_progress_message(&pg, "stopping: committing finished documents (a second Ctrl-C quits at once; the "
+                                "run stays resumable)");
+            pl_run_stop(r);
+        }
+        dp_mutex_lock(&r->mu);
+        pl_progress_snapshot s = {r->n_files, r->listing_done, r->n_docs_listed, r->n_docs_done, r->n_docs_skipped,
+                                  r->n_docs_failed, r->n_requests_done, r->n_gen_tokens, r->n_prompt_tokens};
+        done = r->writer_done;
+        dp_mutex_unlock(&r->mu);
+        pl_progress_update(&pg, &s, false);
+    }
+    for (int i = 0; i < started; i++) dp_thread_join(&th[i]);
+    pl_progress_snapshot s = {r->n_files, r->listing_done, r->n_docs_listed, r->n_docs_done, r->n_docs_skipped,
+                              r->n_docs_failed, r->n_requests_done, r->n_gen_tokens, r->n_prompt_tokens};
+    pl_progress_update(&pg, &s, true);
+    const double secs = (double)(dp_time_ns() - r->t0) / 1e9;
+    const uint64_t ran = r->n_docs_done - r->n_docs_skipped;
+    if (r->fail_status) {
+        fprintf(stderr, "docpipe: error: %s\n", dp_err_msg(&r->fail_err));
+        if (r->fail_exit == PL_EXIT_IOERR)
+            fprintf(stderr, "docpipe: the checkpoint still describes the last commit; fix the cause and run the job "
+                    "again to resume\n");
+        rc = r->fail_exit ? r->fail_exit : 70;
+    } else if (stop_seen) {
+        fprintf(stderr, "docpipe: interrupted by signal %d: %llu documents committed in this run; run the job again "
+                "to resume\n", dp_stop_signal(), (unsigned long long)ran);
+        rc = PL_EXIT_TEMPFAIL;
+    } else if (r->n_files == 0) {
+        fprintf(stderr, "docpipe: no input documents: the input folders have no file matching the include and "
+                "exclude globs\n");
+        rc = PL_EXIT_NOINPUT;
+    } else {
+        rc = r->n_docs_failed ? PL_EXIT_PARTIAL : PL_EXIT_OK;
+    }
+    if (!o->quiet || rc)
+        fprintf(stderr, "docpipe: %llu documents in %.1f s: %llu done (%llu results), %llu failed (see %s), %llu "
+                "skipped (unchanged since an earlier run); %llu tokens generated (%.1f tok/s); results in %s\n",
+                (unsigned long long)r->n_docs_done, secs, (unsigned long long)(ran - r->n_docs_failed),
+                (unsigned long long)r->n_records, (unsigned long long)r->n_docs_failed, r->errors_path,
+                (unsigned long long)r->n_docs_skipped, (unsigned long long)r->n_gen_tokens,
+                secs > 0 ? (double)r->n_gen_tokens / secs : 0.0, r->results_path);
+    run_free(r);
+    free(r);
+    return rc;
+}

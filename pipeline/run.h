@@ -1,0 +1,28 @@
+/*
+ * run.h - `docpipe run`, `plan` and `status`: a job file through the stages of design.md.
+ *
+ *   reader ─► [queue] ─► chunker ─► [queue] ─► inference ─► [queue] ─► writer
+ *
+ * Each stage is a thread; the queues are bounded, so memory does not grow with the number of
+ * documents. The main thread supervises: progress, stop signals, the exit code.
+ */
+#ifndef PL_RUN_H
+#define PL_RUN_H
+
+#include <stdbool.h>
+
+typedef struct pl_run_opts {
+    bool restart;       /* move old outputs and state aside, start clean */
+    int device;         /* -1: the job's; else an eng_device */
+    bool quiet;         /* no progress, only errors and the summary */
+    int progress;       /* -1 auto (updating line on a terminal), 0 plain lines, 1 updating line */
+} pl_run_opts;
+
+/* Runs the job; returns the exit code of design.md. */
+int pl_run_job(const char *job_path, const pl_run_opts *o);
+/* Lists, reads and chunks without generating; prints counts and an estimated time. */
+int pl_plan_job(const char *job_path, bool bench);
+/* Done, failed, skipped and pending documents from the state folder, without the model. */
+int pl_status_job(const char *job_path);
+
+#endif /* PL_RUN_H */

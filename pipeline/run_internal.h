@@ -1,0 +1,145 @@
+/*
+ * run_internal.h - what the stages of `docpipe run` pass each other (run.c wires them up).
+ *
+ * A document is a pl_unit from the moment the reader lists it until the writer has written
+ * it. Units are numbered in listing order (seq); the writer emits them in that order (a small
+ * reorder buffer), so the same job gives the same output file on every run, and what a
+ * checkpoint covers is always a whole number of documents.
+ *
+ * Ownership: units live in the run's registry (so a stopped run can free the ones still in
+ * flight); the writer frees each one it emits. Items and docs belong to whoever holds them.
+ */
+#ifndef PL_RUN_INTERNAL_H
+#define PL_RUN_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "extract.h"
+#include "job.h"
+#include "platform.h"
+#include "prompt.h"
+#include "queue.h"
+#include "run.h"
+#include "sink.h"
+#include "state.h"
+
+/* One generated (or failed) request of a document. */
+typedef struct pl_result {
+    char *text;                 /* generated text (repaired to valid UTF-8 when written) */
+    size_t len;
+    int32_t index;              /* chunk index (map, per-chunk) or group index (reduce), 0-based */
+    int32_t count;              /* chunks (or groups) at this level */
+    int32_t level;              /* 0 = map / chunk, 1.. = reduce level */
+    bool final;                 /* the document's combined answer (map-reduce) */
+    int32_t n_prompt, n_gen;
+    const char *finish;
+    double queue_ms, prefill_ms, decode_ms;
+    const char *err_code;       /* (static) set when this request failed */
+    char *err_msg;
+} pl_result;
+
+typedef struct pl_unit {
+    struct pl_unit *prev, *next; /* registry */
+    uint64_t seq;
+    char *path;                 /* source path as shown in records: input folder (as in the job) + '/' + rel */
+    char *out_rel;              /* path under outputs.per_document_dir */
+    const char *filename, *ext; /* inside path */
+    char sha[65];               /* of the file's bytes (or the .jsonl line's); "" when unread */
+    char key[17];               /* custom_id prefix: sha256(path, sha) */
+    bool skipped;               /* finished in an earlier run */
+    const char *err_code;       /* (static) the document failed as a whole */
+    char *err_msg;
+    const char *err_stage;      /* "read" or "chunk" */
+    const char *format;
+    size_t n_replaced;
+    uint64_t t_read_ns;
+    /* owned by the inference stage until the unit is complete */
+    int32_t n_chunks, n_done;
+    int32_t level_n, level_done; /* requests of the current reduce level */
+    pl_result *res;
+    size_t n_res, cap_res;
+} pl_unit;
+
+/* reader -> chunker */
+typedef struct pl_doc {
+    pl_unit *u;
+    pl_doc_text text;
+} pl_doc;
+
+/* chunker -> inference: one request, or a unit passing through (prompt.n == 0) */
+typedef struct pl_item {
+    pl_unit *u;
+    eng_tokens prompt;
+    int32_t index, count, level;
+    const char *err_code;       /* a request that cannot run (its error is recorded) */
+    char *err_msg;
+    uint64_t t_queued;
+} pl_item;
+
+typedef struct pl_run {
+    job_spec job;
+    /* model */
+    eng_model *model;
+    const eng_tokenizer *tok;
+    eng_chat_kind chat;
+    int32_t n_ctx, n_ctx_train;
+    eng_context *ctx;
+    char model_name[256];
+    pl_prompt_spec map_spec, reduce_spec;
+    bool do_reduce;             /* map-reduce mode with a reduce template */
+    pl_fingerprint fp;
+    /* state */
+    char *state_dir, *checkpoint_path, *ledger_path, *lock_path;
+    char *results_path, *errors_path, *status_path;
+    pl_ledger *ledger;
+    pl_checkpoint ck;
+    pl_sink results, errors, ledger_sink;
+    dp_file lock;
+    /* stages */
+    pl_queue *q_docs, *q_items, *q_done;
+    dp_mutex mu;                /* registry, counters, first error */
+    pl_unit reg;                /* registry sentinel */
+    _Atomic int stopping;       /* stop admitting work (signal or failure) */
+    dp_status fail_status;      /* first fatal error */
+    dp_err fail_err;
+    int fail_exit;
+    /* counters (under mu) */
+    uint64_t n_files, n_docs_listed, n_docs_read, n_docs_done, n_docs_skipped, n_docs_failed;
+    uint64_t n_requests_done, n_gen_tokens, n_prompt_tokens, n_records, n_error_records;
+    bool listing_done;
+    bool writer_done;
+    uint64_t t0;
+    char date[32];
+} pl_run;
+
+/* Stage threads (arg: pl_run *). Each closes its output queue when done; a fatal error goes
+ * through pl_run_fail. */
+void *pl_stage_read(void *arg);
+void *pl_stage_chunk(void *arg);
+void *pl_stage_infer(void *arg);
+void *pl_stage_write(void *arg);
+
+/* Records a fatal error (the first one wins), stops admission and aborts the input queues. */
+void pl_run_fail(pl_run *r, dp_status st, const dp_err *err, int exit_code);
+/* Stop admitting work (a signal): in-flight requests are abandoned, complete documents are
+ * committed. */
+void pl_run_stop(pl_run *r);
+void pl_unit_free(pl_run *r, pl_unit *u);
+void pl_item_free(void *item);
+void pl_doc_free(void *doc);
+
+/* The sampler of one request: the job's settings, seeded from the job seed and the custom_id
+ * so a request's randomness never depends on its neighbours. */
+eng_sampler_params pl_run_sampler(const pl_run *r, const char *custom_id);
+/* custom_id of a result: "<key>-c<index>-map", "<key>-c<index>-chunk", "<key>-r<level>.<index>-reduce". */
+void pl_custom_id(const pl_unit *u, const pl_result *res, bool per_chunk, char out[64]);
+
+/* The JSON line (no newline) of a result or of a failure; free() it. */
+char *pl_record_line(const pl_run *r, const pl_unit *u, const pl_result *res);
+/* A document-level failure (res == NULL). */
+char *pl_record_doc_error(const pl_run *r, const pl_unit *u);
+
+#endif /* PL_RUN_INTERNAL_H */

@@ -1,0 +1,45 @@
+/*
+ * sink.h - an append-only output file with a committed size: the unit of the exactly-once
+ * protocol (design.md). Lines are collected in memory, written and fdatasync'ed by
+ * pl_sink_flush; the caller then records pl_sink_size() in the checkpoint. On resume the file
+ * is cut back to the size the checkpoint names, which removes torn and uncommitted lines.
+ *
+ * A gzip sink writes every flush as one complete gzip member (RFC 1952 allows concatenated
+ * members; zcat and gzip -d read them as one stream), so a committed size is always a member
+ * boundary and cutting the file back leaves a valid .gz.
+ */
+#ifndef PL_SINK_H
+#define PL_SINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dynbuf.h"
+#include "platform.h"
+
+typedef struct pl_sink {
+    dp_file f;
+    char *path;
+    bool gzip;
+    uint64_t size;      /* bytes on disk after the last flush */
+    dp_buf pending;     /* lines not written yet */
+    size_t n_pending;
+} pl_sink;
+
+/* Opens path for appending. fresh: the file must not exist (DP_EEXIST: someone else's file).
+ * Otherwise the file holds `committed` bytes we own: a shorter file is DP_EIO ("has N bytes,
+ * the checkpoint says M"), a longer one is cut back and synced; a missing one is created when
+ * committed is 0. */
+dp_status pl_sink_open(pl_sink *s, const char *path, bool gzip, bool fresh, uint64_t committed, dp_err *err);
+/* Queues one line (a newline is added). */
+dp_status pl_sink_add(pl_sink *s, const char *line, size_t len, dp_err *err);
+/* Writes the queued lines and fdatasyncs. An error is final for the run (never retry a sync). */
+dp_status pl_sink_flush(pl_sink *s, dp_err *err);
+uint64_t pl_sink_size(const pl_sink *s);
+dp_status pl_sink_close(pl_sink *s, dp_err *err);
+
+/* Replaces path atomically and durably with data: temp file, fsync, rename, fsync the folder. */
+dp_status pl_write_atomic(const char *path, const void *data, size_t len, dp_err *err);
+
+#endif /* PL_SINK_H */

@@ -1,0 +1,144 @@
+/*
+ * stage_chunk.c - the chunker stage: turns each document into requests that fit the context.
+ *
+ * A chunk's budget = context per sequence - the prompt without content (chat frame, system
+ * prompt, template text and variables, counted with chunk numbers of six digits, more than any
+ * document has) - max_tokens, and never above chunking.max_tokens or the model's trained
+ * context. If the template alone leaves fewer than 8 tokens, the document gets a
+ * context_length_exceeded record. Every request's full prompt is re-counted before it leaves:
+ * nothing above the context ever reaches the engine.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunker.h"
+#include "run_internal.h"
+
+static pl_prompt_vars vars_for(const pl_run *r, const pl_unit *u, int32_t index, int32_t count) {
+    return (pl_prompt_vars){u->path, u->filename, u->ext, r->date, u->sha, index, count};
+}
+
+/* Tokens a request of this document may give its content; < 8 when the template alone is too big. */
+int32_t pl_content_budget(pl_run *r, eng_tok_ws *ws, const pl_prompt_spec *spec, const pl_unit *u, int32_t *overhead,
+                          dp_err *err) {
+    pl_prompt_vars v = vars_for(r, u, 999999, 999999);
+    int32_t ov = 0;
+    if (pl_prompt_overhead(r->tok, ws, spec, &v, &ov, err)) return -1;
+    *overhead = ov;
+    int64_t ctx = r->n_ctx;
+    if (r->n_ctx_train > 0 && r->n_ctx_train < ctx) ctx = r->n_ctx_train;
+    int64_t b = ctx - ov - r->job.generation.max_tokens;
+    if (r->job.chunking.max_tokens > 0 && r->job.chunking.max_tokens < b) b = r->job.chunking.max_tokens;
+    return b < 0 ? 0 : (int32_t)(b > INT32_MAX ? INT32_MAX : b);
+}
+
+static void doc_fail(pl_unit *u, const char *code, const char *msg) {
+    u->err_code = code;
+    u->err_stage = "chunk";
+    u->err_msg = strdup(msg);
+}
+
+static bool push_item(pl_run *r, pl_item *it) {
+    it->t_queued = dp_time_ns();
+    if (pl_queue_push(r->q_items, it)) {
+        pl_item_free(it);
+        return false;
+    }
+    return true;
+}
+
+/* false: stop (the run is stopping or failed) */
+static bool chunk_doc(pl_run *r, eng_tok_ws *ws, pl_doc *d) {
+    pl_unit *u = d->u;
+    char msg[512];
+    if (!u->skipped && !u->err_code) {
+        size_t i = 0;
+        while (i < d->text.len && strchr(" \t\r\n\f\v", d->text.text[i])) i++;
+        if (i == d->text.len) doc_fail(u, "empty_document", "the document has no text");
+    }
+    if (u->skipped || u->err_code) {
+        pl_item *it = calloc(1, sizeof(*it));
+        if (!it) return false;
+        it->u = u;
+        return push_item(r, it);
+    }
+    dp_err err = {0};
+    int32_t ov = 0;
+    const int32_t budget = pl_content_budget(r, ws, &r->map_spec, u, &ov, &err);
+    if (budget < 0) {
+        doc_fail(u, "invalid_template", dp_err_msg(&err));
+    } else if (budget < 8) {
+        snprintf(msg, sizeof(msg), "the prompt without the document takes %d tokens and generation.max_tokens %lld; "
+                 "the context (model.context %d) leaves no room for content", ov,
+                 (long long)r->job.generation.max_tokens, r->n_ctx);
+        doc_fail(u, "context_length_exceeded", msg);
+    }
+    pl_chunks ch = {0};
+    if (!u->err_code) {
+        int32_t overlap = (int32_t)r->job.chunking.overlap;
+        if (overlap >= budget / 2) overlap = budget / 2 - 1;
+        if (pl_chunk_text(r->tok, ws, d->text.text, d->text.len, budget, overlap, &ch, &err))
+            doc_fail(u, "chunking_failed", dp_err_msg(&err));
+        else if (ch.n == 0)
+            doc_fail(u, "empty_document", "the document has no text");
+        else if (ch.n > 999999)
+            doc_fail(u, "too_large", "more than 999999 chunks");
+    }
+    if (u->err_code) {
+        pl_chunks_free(&ch);
+        pl_item *it = calloc(1, sizeof(*it));
+        if (!it) return false;
+        it->u = u;
+        return push_item(r, it);
+    }
+    /* set before the first request leaves: the inference stage counts against it */
+    u->n_chunks = (int32_t)ch.n;
+    bool ok = true;
+    for (size_t k = 0; k < ch.n && ok; k++) {
+        pl_item *it = calloc(1, sizeof(*it));
+        if (!it) {
+            ok = false;
+            break;
+        }
+        it->u = u;
+        it->index = (int32_t)k;
+        it->count = (int32_t)ch.n;
+        pl_prompt_vars v = vars_for(r, u, (int32_t)k + 1, (int32_t)ch.n);
+        const pl_chunk *c = &ch.v[k];
+        dp_status st = pl_prompt_tokens(r->tok, ws, &r->map_spec, &v, d->text.text + c->start, c->end - c->start,
+                                        &it->prompt, &err);
+        if (st || (int64_t)it->prompt.n + r->job.generation.max_tokens > r->n_ctx) {
+            /* cannot happen when the budget arithmetic holds; refuse rather than overflow */
+            if (!st) snprintf(msg, sizeof(msg), "chunk %zu: the prompt has %zu tokens; with max_tokens it exceeds "
+                              "the context of %d", k, it->prompt.n, r->n_ctx);
+            it->err_code = st ? "invalid_template" : "context_length_exceeded";
+            it->err_msg = strdup(st ? dp_err_msg(&err) : msg);
+            eng_tokens_free(&it->prompt);
+        }
+        ok = push_item(r, it);
+    }
+    pl_chunks_free(&ch);
+    return ok;
+}
+
+void *pl_stage_chunk(void *arg) {
+    pl_run *r = arg;
+    eng_tok_ws *ws = NULL;
+    if (eng_tok_ws_new(&ws)) {
+        dp_err err = {0};
+        dp_err_set(&err, DP_ENOMEM, "chunker: out of memory");
+        pl_run_fail(r, DP_ENOMEM, &err, 70);
+    }
+    void *p;
+    while (ws && pl_queue_pop(r->q_docs, &p) == DP_OK) {
+        pl_doc *d = p;
+        bool ok = chunk_doc(r, ws, d);
+        pl_doc_text_free(&d->text);
+        free(d);
+        if (!ok) break;
+    }
+    eng_tok_ws_free(ws);
+    pl_queue_close(r->q_items);
+    return NULL;
+}

@@ -1,0 +1,264 @@
+/*
+ * stage_read.c - the reader stage: lists every input folder (walk.h, stable order), reads each
+ * file, hashes it, skips what an earlier run finished (the ledger), and extracts text
+ * (extract.h). A .jsonl file is one document per non-empty line. Every problem becomes the
+ * document's error record; none stops the run.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run_internal.h"
+#include "sha256.h"
+#include "utf8.h"
+#include "walk.h"
+
+/* p relative to the job's folder when it lies inside it (as the job wrote it), else as is. */
+const char *pl_job_rel(const pl_run *r, const char *p) {
+    size_t n = strlen(r->job.dir);
+    if (n && !strncmp(p, r->job.dir, n) && p[n] == '/') return p + n + 1;
+    return p;
+}
+
+static char *utf8_copy(const char *s, size_t n) {
+    uint8_t *o = malloc(3 * n + 1);
+    if (!o) return NULL;
+    size_t k = dp_utf8_repair((const uint8_t *)s, n, o, NULL);
+    o[k] = 0;
+    return (char *)o;
+}
+
+static pl_unit *unit_new(pl_run *r, const char *input_disp, const char *rel, const char *line_suffix,
+                         size_t input_index) {
+    pl_unit *u = calloc(1, sizeof(*u));
+    if (!u) return NULL;
+    size_t n = strlen(input_disp) + strlen(rel) + strlen(line_suffix) + 2;
+    char *p = malloc(n);
+    if (!p) {
+        free(u);
+        return NULL;
+    }
+    snprintf(p, n, "%s/%s%s", input_disp, rel, line_suffix);
+    u->path = utf8_copy(p, strlen(p));
+    free(p);
+    /* per-document files mirror the input tree; with several inputs each gets its own folder */
+    char pre[32] = "";
+    if (r->job.n_inputs > 1) snprintf(pre, sizeof(pre), "input-%zu/", input_index + 1);
+    n = strlen(pre) + strlen(rel) + strlen(line_suffix) + 1;
+    u->out_rel = malloc(n);
+    if (u->out_rel) snprintf(u->out_rel, n, "%s%s%s", pre, rel, line_suffix);
+    if (!u->path || !u->out_rel) {
+        free(u->path);
+        free(u->out_rel);
+        free(u);
+        return NULL;
+    }
+    const char *slash = strrchr(u->path, '/');
+    u->filename = slash ? slash + 1 : u->path;
+    const char *dot = strrchr(u->filename, '.');
+    u->ext = dot && dot != u->filename ? dot + 1 : "";
+    dp_mutex_lock(&r->mu);
+    u->seq = r->n_docs_listed++;
+    u->next = r->reg.next;
+    u->prev = &r->reg;
+    r->reg.next->prev = u;
+    r->reg.next = u;
+    dp_mutex_unlock(&r->mu);
+    return u;
+}
+
+static void set_key(pl_unit *u) {
+    dp_sha256 h;
+    uint8_t d[32];
+    char hex[65];
+    dp_sha256_init(&h);
+    dp_sha256_update(&h, u->path, strlen(u->path) + 1);
+    dp_sha256_update(&h, u->sha, strlen(u->sha));
+    dp_sha256_final(&h, d);
+    dp_sha256_hex(d, hex);
+    memcpy(u->key, hex, 16);
+    u->key[16] = 0;
+}
+
+static void fail_doc(pl_unit *u, const char *code, const char *fmt, const char *detail) {
+    u->err_code = code;
+    u->err_stage = "read";
+    size_t n = strlen(fmt) + strlen(detail) + 1;
+    u->err_msg = malloc(n);
+    if (u->err_msg) snprintf(u->err_msg, n, fmt, detail);
+}
+
+/* Hands a document to the chunker; false when the run is stopping. */
+static bool emit(pl_run *r, pl_unit *u, pl_doc_text *text) {
+    pl_doc *d = calloc(1, sizeof(*d));
+    if (!d) {
+        pl_unit_free(r, u);
+        if (text) pl_doc_text_free(text);
+        return false;
+    }
+    d->u = u;
+    if (text) d->text = *text;
+    u->t_read_ns = dp_time_ns();
+    dp_mutex_lock(&r->mu);
+    r->n_docs_read++;
+    dp_mutex_unlock(&r->mu);
+    if (pl_queue_push(r->q_docs, d)) {
+        pl_doc_free(d);
+        return false;
+    }
+    return true;
+}
+
+static void hash_hex(const void *data, size_t n, char out[65]) {
+    uint8_t d[32];
+    dp_sha256_digest(data, n, d);
+    dp_sha256_hex(d, out);
+}
+
+static bool skip_done(pl_run *r, pl_unit *u) {
+    if (pl_ledger_get(r->ledger, u->path, u->sha) == PL_LEDGER_NONE) return false;
+    u->skipped = true;
+    return true;
+}
+
+static bool read_jsonl(pl_run *r, const job_input *in, const char *disp, const pl_file *f, size_t ii,
+                       const char *data, size_t len) {
+    int lineno = 0;
+    for (size_t p = 0; p < len && !r->stopping;) {
+        const char *ls = data + p, *nl = memchr(ls, '\n', len - p);
+        size_t ll = nl ? (size_t)(nl - ls) : len - p;
+        p += ll + (nl ? 1 : 0);
+        lineno++;
+        size_t tl = ll;
+        while (tl && (ls[tl - 1] == '\r' || ls[tl - 1] == ' ' || ls[tl - 1] == '\t')) tl--;
+        if (!tl) continue;
+        char suffix[32];
+        snprintf(suffix, sizeof(suffix), "#L%d", lineno);
+        pl_unit *u = unit_new(r, disp, f->rel, suffix, ii);
+        if (!u) return false;
+        hash_hex(ls, ll, u->sha);
+        set_key(u);
+        if (skip_done(r, u)) {
+            if (!emit(r, u, NULL)) return false;
+            continue;
+        }
+        pl_doc_text t = {0};
+        dp_err err = {0};
+        pl_doc_error de = pl_extract_jsonl_line(ls, tl, in->jsonl_field, (size_t)in->max_file_size, &t, &err);
+        if (de != PL_DOC_OK) {
+            fail_doc(u, pl_doc_error_code(de), "%s", dp_err_msg(&err));
+            if (!emit(r, u, NULL)) return false;
+            continue;
+        }
+        u->format = "jsonl";
+        u->n_replaced = t.n_replaced;
+        if (!emit(r, u, &t)) return false;
+    }
+    return true;
+}
+
+static bool read_file(pl_run *r, const job_input *in, const char *disp, const pl_file *f, size_t ii) {
+    const bool jsonl = strlen(f->rel) > 6 && !strcmp(f->rel + strlen(f->rel) - 6, ".jsonl");
+    if (jsonl && !f->too_large) {
+        char *data = NULL;
+        size_t len = 0;
+        dp_err err = {0};
+        if (!dp_file_read_all(f->abs, (size_t)in->max_file_size, &data, &len, &err)) {
+            bool ok = read_jsonl(r, in, disp, f, ii, data, len);
+            free(data);
+            return ok;
+        }
+        pl_unit *u = unit_new(r, disp, f->rel, "", ii);
+        if (!u) return false;
+        set_key(u);
+        fail_doc(u, "input_unreadable", "%s", dp_err_msg(&err));
+        return emit(r, u, NULL);
+    }
+    pl_unit *u = unit_new(r, disp, f->rel, "", ii);
+    if (!u) return false;
+    char detail[96];
+    if (f->too_large) {
+        set_key(u);
+        snprintf(detail, sizeof(detail), "%llu bytes, more than inputs.max_file_size (%lld)",
+                 (unsigned long long)f->size, (long long)in->max_file_size);
+        fail_doc(u, "too_large", "%s", detail);
+        return emit(r, u, NULL);
+    }
+    if (!pl_extract_supported(f->rel)) {
+        set_key(u);
+        fail_doc(u, "unsupported_format", "%s: no reader for this file type (see docs/job-file.md, inputs)",
+                 u->filename);
+        return emit(r, u, NULL);
+    }
+    char *data = NULL;
+    size_t len = 0;
+    dp_err err = {0};
+    if (dp_file_read_all(f->abs, (size_t)in->max_file_size, &data, &len, &err)) {
+        set_key(u);
+        fail_doc(u, err.code == DP_ERANGE ? "too_large" : "input_unreadable", "%s", dp_err_msg(&err));
+        return emit(r, u, NULL);
+    }
+    hash_hex(data, len, u->sha);
+    set_key(u);
+    if (skip_done(r, u)) {
+        free(data);
+        return emit(r, u, NULL);
+    }
+    pl_doc_text t = {0};
+    pl_doc_error de = pl_extract_text(f->rel, (const uint8_t *)data, len, (size_t)in->max_file_size, &t, &err);
+    free(data);
+    if (de != PL_DOC_OK) {
+        fail_doc(u, pl_doc_error_code(de), "%s", dp_err_msg(&err));
+        return emit(r, u, NULL);
+    }
+    u->format = t.format;
+    u->n_replaced = t.n_replaced;
+    return emit(r, u, &t);
+}
+
+/* Lists every input; DP_OK with the files in *w. */
+dp_status pl_list_inputs(const job_spec *j, pl_walk *w, size_t **input_of, dp_err *err) {
+    memset(w, 0, sizeof(*w));
+    *input_of = NULL;
+    size_t cap = 0;
+    for (size_t i = 0; i < j->n_inputs; i++) {
+        const job_input *in = &j->inputs[i];
+        pl_walk_opts o = {(const char *const *)in->include, in->n_include, (const char *const *)in->exclude,
+                          in->n_exclude, in->follow_symlinks, (uint64_t)in->max_file_size};
+        size_t before = w->n;
+        dp_status st = pl_walk_dir(in->path, &o, w, err);
+        if (st) return st;
+        if (w->n > cap) {
+            cap = w->n * 2;
+            size_t *v = realloc(*input_of, cap * sizeof(size_t));
+            if (!v) return dp_err_set(err, DP_ENOMEM, "out of memory");
+            *input_of = v;
+        }
+        for (size_t k = before; k < w->n; k++) (*input_of)[k] = i;
+    }
+    return DP_OK;
+}
+
+void *pl_stage_read(void *arg) {
+    pl_run *r = arg;
+    pl_walk w;
+    size_t *input_of = NULL;
+    dp_err err = {0};
+    dp_status st = pl_list_inputs(&r->job, &w, &input_of, &err);
+    if (st) {
+        pl_run_fail(r, st, &err, 66);
+    } else {
+        dp_mutex_lock(&r->mu);
+        r->n_files = w.n;
+        r->listing_done = true;
+        dp_mutex_unlock(&r->mu);
+        for (size_t k = 0; k < w.n && !r->stopping; k++) {
+            const job_input *in = &r->job.inputs[input_of[k]];
+            if (!read_file(r, in, pl_job_rel(r, in->path), &w.files[k], input_of[k])) break;
+        }
+    }
+    pl_walk_free(&w);
+    free(input_of);
+    pl_queue_close(r->q_docs);
+    return NULL;
+}

@@ -1,0 +1,231 @@
+/*
+ * stage_write.c - the writer stage, the only thread that touches outputs and the checkpoint.
+ *
+ * Documents arrive in completion order and leave in listing order (a reorder buffer keyed by
+ * seq). Each one appends its records to the results or errors sink and one line to the
+ * ledger. Every COMMIT_RECORDS records or COMMIT_MS milliseconds, and at the end, it commits
+ * (design.md): write and fdatasync every sink, then replace checkpoint.json atomically (the
+ * rename is the commit point), then status.json. A failed write or sync stops the run (exit
+ * 74); the checkpoint on disk still describes a consistent prefix, so the next run resumes.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "iofault.h"
+#include "run_internal.h"
+#include "sink.h"
+
+#define COMMIT_RECORDS 256
+#define COMMIT_MS 2000
+
+typedef struct writer {
+    pl_run *r;
+    pl_sink *results, *errors, *ledger; /* opened (created or cut back) by run.c */
+    pl_unit **buf;       /* reorder buffer (unsorted; small) */
+    size_t n_buf, cap_buf;
+    uint64_t next_seq;
+    size_t uncommitted;  /* records since the last commit */
+    uint64_t t_commit;
+    dp_err err;
+} writer;
+
+/* Folder-safe relative path: every part kept only if it is a plain name ("", ".", ".." and
+ * anything with a control character, backslash or colon is rewritten), so nothing can escape
+ * the output folder whatever the input file was called. */
+void pl_safe_relpath(const char *rel, char *out, size_t cap) {
+    size_t o = 0;
+    const char *p = rel;
+    while (*p && o + 8 < cap) {
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.')) {
+            if (o + 2 < cap) out[o++] = '_';
+        } else {
+            for (size_t i = 0; i < n && i < 200 && o + 8 < cap; i++) {
+                unsigned char c = (unsigned char)p[i];
+                out[o++] = (c < 0x20 || c == 0x7f || c == '\\' || c == ':' || (i == 0 && c == '.')) ? '_' : (char)c;
+            }
+        }
+        if (!e) break;
+        if (o + 8 < cap) out[o++] = '/';
+        p = e + 1;
+    }
+    out[o] = 0;
+}
+
+static dp_status write_doc_file(writer *w, const pl_unit *u, const char *content, size_t len) {
+    const char *root = w->r->job.outputs.per_document_dir;
+    char rel[2048], path[4096 + 2048];
+    pl_safe_relpath(u->out_rel, rel, sizeof(rel));
+    snprintf(path, sizeof(path), "%s/%s.jsonl", root, rel);
+    char *slash = strrchr(path, '/');
+    *slash = 0;
+    dp_status st = dp_mkdir_p(path, &w->err);
+    *slash = '/';
+    if (!st) st = pl_write_atomic(path, content, len, &w->err);
+    return st;
+}
+
+static dp_status emit(writer *w, pl_unit *u) {
+    pl_run *r = w->r;
+    dp_status st = DP_OK;
+    if (u->skipped) {
+        dp_mutex_lock(&r->mu);
+        r->n_docs_skipped++;
+        r->n_docs_done++;
+        dp_mutex_unlock(&r->mu);
+        return DP_OK;
+    }
+    dp_buf doc;
+    dp_buf_init(&doc, (size_t)1 << 31);
+    int64_t n_rec = 0, n_err = 0;
+    if (u->err_code) {
+        char *line = pl_record_doc_error(r, u);
+        if (!line) return dp_err_set(&w->err, DP_ENOMEM, "out of memory");
+        st = pl_sink_add(w->errors, line, strlen(line), &w->err);
+        dp_buf_append(&doc, line, strlen(line));
+        dp_buf_append(&doc, "\n", 1);
+        free(line);
+        n_err++;
+    }
+    for (size_t i = 0; i < u->n_res && !st; i++) {
+        char *line = pl_record_line(r, u, &u->res[i]);
+        if (!line) return dp_err_set(&w->err, DP_ENOMEM, "out of memory");
+        st = pl_sink_add(u->res[i].err_code ? w->errors : w->results, line, strlen(line), &w->err);
+        dp_buf_append(&doc, line, strlen(line));
+        dp_buf_append(&doc, "\n", 1);
+        free(line);
+        if (u->res[i].err_code) n_err++;
+        else n_rec++;
+    }
+    if (!st && r->job.outputs.per_document_dir) st = write_doc_file(w, u, (const char *)doc.data, doc.len);
+    dp_buf_free(&doc);
+    /* an unreadable file has no content hash: it is retried next run rather than remembered */
+    if (!st && u->sha[0]) {
+        char *line = pl_ledger_line(u->path, u->sha, n_err == 0, n_rec, n_err);
+        if (!line) return dp_err_set(&w->err, DP_ENOMEM, "out of memory");
+        st = pl_sink_add(w->ledger, line, strlen(line), &w->err);
+        free(line);
+    }
+    if (st) return st;
+    w->uncommitted += (size_t)(n_rec + n_err) + 1;
+    r->ck.records += (uint64_t)n_rec;
+    r->ck.errors += (uint64_t)n_err;
+    if (n_err) r->ck.docs_failed++;
+    else r->ck.docs_ok++;
+    dp_mutex_lock(&r->mu);
+    r->n_docs_done++;
+    r->n_records += (uint64_t)n_rec;
+    r->n_error_records += (uint64_t)n_err;
+    if (n_err) r->n_docs_failed++;
+    dp_mutex_unlock(&r->mu);
+    return DP_OK;
+}
+
+static dp_status write_status(writer *w, bool final) {
+    pl_run *r = w->r;
+    char now[32];
+    dp_time_format(dp_time_wall(), false, now);
+    dp_mutex_lock(&r->mu);
+    json_t *o = json_pack("{s:s, s:s, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I}, s:b}",
+                          "job", r->job.file, "updated", now, "requests", "total",
+                          (json_int_t)(r->ck.records + r->ck.errors), "completed", (json_int_t)r->ck.records, "failed",
+                          (json_int_t)r->ck.errors, "skipped", (json_int_t)r->n_docs_skipped, "documents", "ok",
+                          (json_int_t)r->ck.docs_ok, "failed", (json_int_t)r->ck.docs_failed, "this_run",
+                          (json_int_t)(r->n_docs_done - r->n_docs_skipped), "skipped_this_run",
+                          (json_int_t)r->n_docs_skipped, "tokens", "prompt", (json_int_t)r->n_prompt_tokens,
+                          "generated", (json_int_t)r->n_gen_tokens, "complete", final);
+    dp_mutex_unlock(&r->mu);
+    char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    if (!s) return dp_err_set(&w->err, DP_ENOMEM, "out of memory");
+    size_t n = strlen(s);
+    s[n] = '\n';
+    dp_status st = pl_write_atomic(r->status_path, s, n + 1, &w->err);
+    free(s);
+    return st;
+}
+
+static dp_status commit(writer *w, bool final) {
+    pl_run *r = w->r;
+    dp_status st;
+    if ((st = pl_sink_flush(w->results, &w->err)) || (st = pl_sink_flush(w->errors, &w->err)) ||
+        (st = pl_sink_flush(w->ledger, &w->err)))
+        return st;
+    r->ck.results_bytes = pl_sink_size(w->results);
+    r->ck.errors_bytes = pl_sink_size(w->errors);
+    r->ck.ledger_bytes = pl_sink_size(w->ledger);
+    r->ck.complete = final;
+    if ((st = pl_checkpoint_write(r->checkpoint_path, &r->ck, &w->err))) return st;
+    w->uncommitted = 0;
+    w->t_commit = dp_time_ns();
+    return write_status(w, final);
+}
+
+static dp_status take(writer *w, pl_unit *u) {
+    if (w->n_buf == w->cap_buf) {
+        size_t cap = w->cap_buf ? 2 * w->cap_buf : 64;
+        pl_unit **v = realloc(w->buf, cap * sizeof(*v));
+        if (!v) return dp_err_set(&w->err, DP_ENOMEM, "out of memory");
+        w->buf = v;
+        w->cap_buf = cap;
+    }
+    w->buf[w->n_buf++] = u;
+    for (bool found = true; found;) {
+        found = false;
+        for (size_t i = 0; i < w->n_buf; i++) {
+            if (w->buf[i]->seq != w->next_seq) continue;
+            pl_unit *x = w->buf[i];
+            w->buf[i] = w->buf[--w->n_buf];
+            dp_status st = emit(w, x);
+            pl_unit_free(w->r, x);
+            if (st) return st;
+            w->next_seq++;
+            found = true;
+            break;
+        }
+    }
+    return DP_OK;
+}
+
+static int exit_for(dp_status st) { return st == DP_ENOMEM ? 70 : 74; }
+
+void *pl_stage_write(void *arg) {
+    pl_run *r = arg;
+    writer w = {.r = r};
+    dp_status st = DP_OK;
+    w.results = &r->results, w.errors = &r->errors, w.ledger = &r->ledger_sink;
+    w.t_commit = dp_time_ns();
+    bool drained = false;
+    for (;;) {
+        void *p = NULL;
+        dp_status q = pl_queue_pop_wait(r->q_done, &p, 200);
+        if (q == DP_OK) {
+            if ((st = take(&w, p))) break;
+        } else if (q == DP_EOF) {
+            drained = true;
+            break;
+        } else if (q != DP_EBUSY) {
+            break; /* aborted: a failure elsewhere; commit what is complete */
+        }
+        if (w.uncommitted >= COMMIT_RECORDS ||
+            (w.uncommitted && dp_time_ns() - w.t_commit >= (uint64_t)COMMIT_MS * 1000000ull)) {
+            if ((st = commit(&w, false))) break;
+        }
+    }
+    if (st) {
+        pl_run_fail(r, st, &w.err, exit_for(st));
+    } else {
+        /* complete: every listed document was written (a stop or failure leaves some out) */
+        const bool complete = drained && !r->stopping && w.n_buf == 0 && w.next_seq == r->n_docs_listed;
+        if ((st = commit(&w, complete))) pl_run_fail(r, st, &w.err, exit_for(st));
+    }
+    for (size_t i = 0; i < w.n_buf; i++) pl_unit_free(r, w.buf[i]);
+    free(w.buf);
+    dp_mutex_lock(&r->mu);
+    r->writer_done = true;
+    dp_mutex_unlock(&r->mu);
+    return NULL;
+}

@@ -1,0 +1,59 @@
+/*
+ * state.h - what the state directory holds between runs (design.md, exactly-once):
+ *
+ *   job.lock          flock'ed by the running process ("pid N" inside, for messages only)
+ *   checkpoint.json   the commit record: fingerprints, every sink's committed size, counts;
+ *                     replaced atomically, its rename is the commit point
+ *   ledger.jsonl      one line per finished document {path, sha256, status, records}; a sink
+ *                     like the outputs, cut back to its committed size on resume
+ *   model-hash.json   the model file's sha256 keyed by its size, mtime and inode (hashing a
+ *                     2.7 GB file every night costs seconds)
+ *
+ * Every file read here is untrusted input: parsed strictly, errors name the file.
+ */
+#ifndef PL_STATE_H
+#define PL_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+typedef struct pl_fingerprint {
+    char model[65];     /* sha256 of the model file */
+    char templates[65]; /* sha256 of system, template and reduce_template */
+    char settings[65];  /* sha256 of everything else that changes results: generation, chunking, context */
+} pl_fingerprint;
+
+typedef struct pl_checkpoint {
+    pl_fingerprint fp;
+    char *results_path, *errors_path; /* absolute */
+    bool gzip;
+    uint64_t results_bytes, errors_bytes, ledger_bytes;
+    uint64_t docs_ok, docs_failed, records, errors; /* all runs together */
+    int64_t runs;       /* runs started on this state */
+    bool complete;      /* the last run finished its whole listing */
+} pl_checkpoint;
+
+/* DP_ENOENT when there is none; DP_EFORMAT (message names the file) when it is damaged. */
+dp_status pl_checkpoint_read(const char *path, pl_checkpoint *c, dp_err *err);
+dp_status pl_checkpoint_write(const char *path, const pl_checkpoint *c, dp_err *err);
+void pl_checkpoint_free(pl_checkpoint *c);
+
+/* The documents finished in earlier runs: (path, sha256) -> ok or failed. */
+typedef struct pl_ledger pl_ledger;
+typedef enum pl_ledger_status { PL_LEDGER_NONE = 0, PL_LEDGER_OK = 1, PL_LEDGER_FAILED = 2 } pl_ledger_status;
+
+/* Reads the first `committed` bytes of path (the rest is uncommitted and ignored). */
+dp_status pl_ledger_load(const char *path, uint64_t committed, pl_ledger **out, dp_err *err);
+void pl_ledger_free(pl_ledger *l);
+pl_ledger_status pl_ledger_get(const pl_ledger *l, const char *path, const char *sha256);
+size_t pl_ledger_count(const pl_ledger *l, pl_ledger_status st);
+/* The ledger line for a document (no newline); free() it. */
+char *pl_ledger_line(const char *path, const char *sha256, bool ok, int64_t records, int64_t errors);
+
+/* The sha256 of the model file, from state_dir's cache when size, mtime and inode still match. */
+dp_status pl_model_sha256(const char *model_path, const char *state_dir, char out[65], dp_err *err);
+
+#endif /* PL_STATE_H */
