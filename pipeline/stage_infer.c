@@ -156,13 +156,9 @@ static dp_status request_done(infer *f, pl_item *it, pl_result *res) {
     f->r->n_gen_tokens += (uint64_t)res->n_gen;
     f->r->n_prompt_tokens += (uint64_t)res->n_prompt;
     dp_mutex_unlock(&f->r->mu);
-    if (it->level == 0) {
-        if (++u->n_done < u->n_chunks) return DP_OK;
-        return start_level(f, u, 0, 1);
-    }
-    if (++u->level_done < u->level_n) return DP_OK;
-    /* sort this level's results by group index: they finish in any order */
-    size_t from = u->n_res - (size_t)u->level_n;
+    if (it->level == 0 ? ++u->n_done < u->n_chunks : ++u->level_done < u->level_n) return DP_OK;
+    /* the level is complete; its requests finished in any order: put them in index order */
+    const size_t from = it->level == 0 ? 0 : u->n_res - (size_t)u->level_n;
     for (size_t i = from + 1; i < u->n_res; i++)
         for (size_t j = i; j > from && u->res[j].index < u->res[j - 1].index; j--) {
             pl_result tmp = u->res[j];
