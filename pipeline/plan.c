@@ -218,7 +218,7 @@ int pl_plan_job(const char *job_path, bool bench) {
         unload(&r);
         return rc;
     }
-    const uint64_t reduce = r.job.chunking.mode == JOB_CHUNK_MAP_REDUCE && r.job.prompts.reduce_template ? c.multi : 0;
+    const uint64_t reduce = r.job.chunking.mode == JOB_CHUNK_MAP_REDUCE ? c.multi : 0;
     const uint64_t requests = c.chunks + reduce;
     printf("%s: %llu documents: %llu to process, %llu skipped (done in an earlier run), %llu that will fail "
            "(unreadable, unsupported, too large, empty)\n", job_path, (unsigned long long)c.docs,

@@ -355,7 +355,7 @@ static int open_state(pl_run *r, bool restart_requested) {
         if (!st) st = pl_checkpoint_write(r->checkpoint_path, &r->ck, &err);
         if (st) {
             fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
-            return PL_EXIT_CANTCREAT;
+            return st == DP_ENOSPC || st == DP_EIO ? PL_EXIT_IOERR : PL_EXIT_CANTCREAT;
         }
         if ((st = pl_sink_open(&r->results, r->results_path, j->outputs.gzip, true, 0, &err)) ||
             (st = pl_sink_open(&r->errors, r->errors_path, false, true, 0, &err)) ||
@@ -420,7 +420,8 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
         return PL_EXIT_CONFIG;
     }
     r->map_spec = (pl_prompt_spec){r->chat, j->prompts.system, j->prompts.template_, j->generation.thinking};
-    r->do_reduce = j->chunking.mode == JOB_CHUNK_MAP_REDUCE && j->prompts.reduce_template;
+    /* without a reduce_template, the template itself combines the chunk results */
+    r->do_reduce = j->chunking.mode == JOB_CHUNK_MAP_REDUCE;
     r->reduce_spec = (pl_prompt_spec){r->chat, j->prompts.system,
                                       j->prompts.reduce_template ? j->prompts.reduce_template : j->prompts.template_,
                                       j->generation.thinking};

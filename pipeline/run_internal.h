@@ -137,6 +137,10 @@ eng_sampler_params pl_run_sampler(const pl_run *r, const char *custom_id);
 /* custom_id of a result: "<key>-c<index>-map", "<key>-c<index>-chunk", "<key>-r<level>.<index>-reduce". */
 void pl_custom_id(const pl_unit *u, const pl_result *res, bool per_chunk, char out[64]);
 
+/* rel made safe to use under an output folder: no empty, "." or ".." parts, no control
+ * characters, backslashes or colons, no leading dots; parts cut at 200 bytes. */
+void pl_safe_relpath(const char *rel, char *out, size_t cap);
+
 /* The JSON line (no newline) of a result or of a failure; free() it. */
 char *pl_record_line(const pl_run *r, const pl_unit *u, const pl_result *res);
 /* A document-level failure (res == NULL). */

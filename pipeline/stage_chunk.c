@@ -35,7 +35,7 @@ int32_t pl_content_budget(pl_run *r, eng_tok_ws *ws, const pl_prompt_spec *spec,
 
 static void doc_fail(pl_unit *u, const char *code, const char *msg) {
     u->err_code = code;
-    u->err_stage = "chunk";
+    u->err_stage = "chunking";
     u->err_msg = strdup(msg);
 }
 

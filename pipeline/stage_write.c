@@ -22,6 +22,7 @@
 
 typedef struct writer {
     pl_run *r;
+    size_t commit_records; /* COMMIT_RECORDS, or DOCPIPE_COMMIT_RECORDS for crash tests that want many commits */
     pl_sink *results, *errors, *ledger; /* opened (created or cut back) by run.c */
     pl_unit **buf;       /* reorder buffer (unsorted; small) */
     size_t n_buf, cap_buf;
@@ -197,6 +198,8 @@ void *pl_stage_write(void *arg) {
     writer w = {.r = r};
     dp_status st = DP_OK;
     w.results = &r->results, w.errors = &r->errors, w.ledger = &r->ledger_sink;
+    const char *env = getenv("DOCPIPE_COMMIT_RECORDS");
+    w.commit_records = env && atoi(env) > 0 ? (size_t)atoi(env) : COMMIT_RECORDS;
     w.t_commit = dp_time_ns();
     bool drained = false;
     for (;;) {
@@ -210,7 +213,7 @@ void *pl_stage_write(void *arg) {
         } else if (q != DP_EBUSY) {
             break; /* aborted: a failure elsewhere; commit what is complete */
         }
-        if (w.uncommitted >= COMMIT_RECORDS ||
+        if (w.uncommitted >= w.commit_records ||
             (w.uncommitted && dp_time_ns() - w.t_commit >= (uint64_t)COMMIT_MS * 1000000ull)) {
             if ((st = commit(&w, false))) break;
         }

@@ -1,0 +1,394 @@
+/*
+ * test_run.c - `docpipe run` end to end on small random-weight models: the shipped example
+ * jobs, bad documents, every exit code that needs no crash, incremental runs, status and plan.
+ *
+ * What "end to end" asserts here (issue 7, 9): every document yields exactly one error record
+ * or its full set of results (every chunk once; in map-reduce exactly one final answer); every
+ * line is a JSON object with meta; no prompt + max_tokens exceeds the context; the same job
+ * twice gives the same text; device cpu and auto agree on a machine without a GPU.
+ */
+#include "e2eutil.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "run_internal.h"
+
+/* source_path -> {"chunks": [indices...], "final": n, "errors": n} */
+static json_t *by_document(json_t *results, json_t *errors) {
+    json_t *docs = json_object();
+    json_t *sets[2] = {results, errors};
+    for (int s = 0; s < 2; s++) {
+        const char *cid;
+        json_t *o;
+        json_object_foreach(sets[s], cid, o) {
+            json_t *m = json_object_get(o, "meta");
+            const char *src = json_string_value(json_object_get(m, "source_path"));
+            json_t *d = json_object_get(docs, src);
+            if (!d) {
+                d = json_pack("{s:[], s:i, s:i, s:i}", "chunks", "final", 0, "errors", 0, "reduce", 0);
+                json_object_set_new(docs, src, d);
+            }
+            const char *stage = json_string_value(json_object_get(m, "stage"));
+            if (json_is_object(json_object_get(o, "error")) && strcmp(stage, "map") && strcmp(stage, "chunk") &&
+                strcmp(stage, "reduce")) {
+                json_object_set_new(d, "errors", json_integer(json_integer_value(json_object_get(d, "errors")) + 1));
+                continue;
+            }
+            if (!strcmp(stage, "reduce")) {
+                json_object_set_new(d, "reduce", json_integer(json_integer_value(json_object_get(d, "reduce")) + 1));
+            } else {
+                json_array_append_new(json_object_get(d, "chunks"), json_integer(json_integer_value(
+                                                                        json_object_get(m, "chunk_index"))));
+                json_object_set(d, "count", json_object_get(m, "chunk_count"));
+            }
+            if (json_is_true(json_object_get(m, "final")))
+                json_object_set_new(d, "final", json_integer(json_integer_value(json_object_get(d, "final")) + 1));
+        }
+    }
+    return docs;
+}
+
+/* Every expected document has one error record or all its chunks once (+ one final answer). */
+static void check_complete(json_t *docs, const char *const *expected, size_t n_expected, bool map_reduce) {
+    if (json_object_size(docs) != n_expected) {
+        char *s = json_dumps(docs, JSON_COMPACT);
+        fail_msg("%zu documents in the output, expected %zu: %s", json_object_size(docs), n_expected, s);
+    }
+    for (size_t i = 0; i < n_expected; i++) {
+        json_t *d = json_object_get(docs, expected[i]);
+        if (!d) fail_msg("document %s has no record", expected[i]);
+        json_t *ch = json_object_get(d, "chunks");
+        const json_int_t errors = json_integer_value(json_object_get(d, "errors"));
+        if (errors) {
+            if (errors != 1 || json_array_size(ch)) fail_msg("%s: an error record and results", expected[i]);
+            continue;
+        }
+        const json_int_t count = json_integer_value(json_object_get(d, "count"));
+        if ((json_int_t)json_array_size(ch) != count || count < 1) fail_msg("%s: %zu chunk records of %lld", expected[i],
+                                                                          json_array_size(ch), (long long)count);
+        for (json_int_t k = 0; k < count; k++) {
+            int seen = 0;
+            for (size_t q = 0; q < json_array_size(ch); q++) seen += json_integer_value(json_array_get(ch, q)) == k;
+            if (seen != 1) fail_msg("%s: chunk %lld appears %d times", expected[i], (long long)k, seen);
+        }
+        if (map_reduce && json_integer_value(json_object_get(d, "final")) != 1)
+            fail_msg("%s: %lld final answers", expected[i], (long long)json_integer_value(json_object_get(d, "final")));
+        if (map_reduce && count > 1 && json_integer_value(json_object_get(d, "reduce")) < 1)
+            fail_msg("%s: %lld chunks but no reduce record", expected[i], (long long)count);
+    }
+}
+
+static const char *ex_dir(void) {
+    static char d[4096];
+    if (!d[0]) {
+        snprintf(d, sizeof(d), "%s/ex", tu_tmpdir());
+        assert_int_equal(e2e_sh("mkdir -p '%s/models' && cp -r '%s/examples/jobs' '%s/examples/docs' '%s/examples/code' "
+                                "'%s/examples/corpus' '%s/' && rm -rf '%s/jobs/out' '%s/jobs/state' && "
+                                "ln -s '%s' '%s/models/tiny-qwen35-q4_k_m.gguf'",
+                                d, DP_SOURCE_DIR, DP_SOURCE_DIR, DP_SOURCE_DIR, DP_SOURCE_DIR, d, d, d,
+                                e2e_model("qwen35"), d),
+                         0);
+    }
+    return d;
+}
+
+typedef struct example {
+    const char *job, *results, *errors;
+    int context, max_tokens;
+    bool map_reduce;
+    const char *const *docs;
+    size_t n_docs;
+} example;
+
+static const char *const k_docs[] = {"../docs/archive/access-2026-11-27.log.gz", "../docs/handover-memo.docx",
+                                     "../docs/incident-INC-2291.html", "../docs/ops-report-2026-11-28.md",
+                                     "../docs/会议纪要-容量规划.md", "../docs/日报-2026-11-28.txt"};
+static const char *const k_code[] = {"../code/scripts/rotate_logs.py", "../code/src/ringbuf.c", "../code/src/ringbuf.h"};
+static const char *const k_corpus[] = {"../corpus/report.md", "../corpus/日报.txt"};
+
+static const example k_examples[] = {
+    {"nightly-summary", "out/nightly/results.jsonl.gz", "out/nightly/errors.jsonl", 512, 32, true, k_docs, 6},
+    {"code-review", "out/code-review/results.jsonl", "out/code-review/errors.jsonl", 1024, 48, false, k_code, 3},
+    {"rag-ingest", "out/rag/chunks.jsonl", "out/rag/errors.jsonl", 512, 24, false, k_docs, 6},
+    {"minimal", "out/results.jsonl", "out/errors.jsonl", 512, 24, true, k_corpus, 2},
+};
+
+/* Runs an example job in jobs dir `sub`; returns custom_id -> text. */
+static json_t *run_example(const example *e, const char *extra_args) {
+    const char *d = ex_dir();
+    char jobs[4400], path[4600];
+    snprintf(jobs, sizeof(jobs), "%s/jobs", d);
+    int rc = tu_run(NULL, "run '%s/%s.yaml' --quiet %s", jobs, e->job, extra_args);
+    if (rc != 0) fail_msg("%s: exit %d: %s", e->job, rc, tu_last_stderr());
+    snprintf(path, sizeof(path), "%s/%s", jobs, e->results);
+    size_t n = 0;
+    json_t *res = e2e_load_records(path, &n);
+    snprintf(path, sizeof(path), "%s/%s", jobs, e->errors);
+    json_t *err = e2e_load_records(path, NULL);
+    e2e_check_records(res, e->context, e->max_tokens);
+    json_t *docs = by_document(res, err);
+    check_complete(docs, e->docs, e->n_docs, e->map_reduce);
+    json_decref(docs);
+    json_t *t = e2e_texts(res);
+    json_decref(res);
+    json_decref(err);
+    /* move this run's outputs away so the next one starts fresh */
+    assert_int_equal(e2e_sh("cd '%s' && rm -rf out.prev state.prev && mv out out.prev && mv state state.prev", jobs), 0);
+    return t;
+}
+
+static void test_examples(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof(k_examples) / sizeof(k_examples[0]); i++) {
+        json_t *a = run_example(&k_examples[i], "");
+        json_t *b = run_example(&k_examples[i], "--device cpu"); /* auto = cpu here: same text */
+        if (!json_equal(a, b)) fail_msg("%s: two runs (auto, then cpu) gave different results", k_examples[i].job);
+        json_decref(a);
+        json_decref(b);
+    }
+    /* per_document_dir mirrors the input tree */
+    const char *d = ex_dir();
+    char p[4400];
+    json_decref(run_example(&k_examples[2], ""));
+    snprintf(p, sizeof(p), "%s/jobs/out.prev/rag/by-document/archive/access-2026-11-27.log.gz.jsonl", d);
+    assert_true(e2e_exists(p));
+}
+
+/* A folder with every kind of document the reader must survive. */
+static const char *bad_corpus(void) {
+    static char d[4096];
+    if (d[0]) return d;
+    snprintf(d, sizeof(d), "%s/bad", tu_tmpdir());
+    assert_int_equal(e2e_sh("mkdir -p '%s/in/sub' && cd '%s/in' && printf 'hello world. fine text.' > ok.txt && "
+                            "printf 'abc\\000def' > bin.txt && printf '  \\n' > empty.txt && printf 'x' > img.png && "
+                            "printf '{\"text\":\"one\"}\\nnot json\\n\\n{\"text\":\"three\"}\\n' > items.jsonl && "
+                            "head -c 5000 /dev/zero | tr '\\\\000' 'a' > sub/big.txt && "
+                            "printf '<p>caf&eacute; &amp; <b>bar</b></p><script>x()</script>' > page.html && "
+                            "printf '\\377\\376h\\000i\\000' > utf16.txt && printf 'bad \\377 byte' > latin.txt",
+                            d, d),
+                     0);
+    return d;
+}
+
+static void test_bad_documents(void **state) {
+    (void)state;
+    const char *d = bad_corpus();
+    char job[4400], res[4400], err[4400];
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen35"), "in\n    max_file_size: 4KiB",
+                  "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 8\noutputs:\n  jsonl: out/r.jsonl\n");
+    int rc = tu_run(NULL, "run '%s' --quiet", job);
+    assert_int_equal(rc, 3); /* finished, some documents failed */
+    snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
+    snprintf(err, sizeof(err), "%s/out/errors.jsonl", d);
+    json_t *r = e2e_load_records(res, NULL), *e = e2e_load_records(err, NULL);
+    e2e_check_records(r, 256, 8);
+    const char *cid;
+    json_t *o;
+    json_t *codes = json_object();
+    json_object_foreach(e, cid, o) {
+        const char *src = json_string_value(json_object_get(json_object_get(o, "meta"), "source_path"));
+        json_object_set_new(codes, src, json_string(json_string_value(json_object_get(json_object_get(o, "error"), "code"))));
+    }
+    const char *want[][2] = {{"in/bin.txt", "binary_file"},       {"in/empty.txt", "empty_document"},
+                             {"in/img.png", "unsupported_format"}, {"in/items.jsonl#L2", "input_unreadable"},
+                             {"in/sub/big.txt", "too_large"}};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        const char *c = json_string_value(json_object_get(codes, want[i][0]));
+        if (!c || strcmp(c, want[i][1])) fail_msg("%s: error code %s, expected %s", want[i][0], c ? c : "(none)", want[i][1]);
+    }
+    assert_int_equal(json_object_size(codes), 5);
+    /* the rest produced results; invalid UTF-8 was replaced and counted */
+    json_t *docs = by_document(r, e);
+    static const char *const all[] = {"in/bin.txt", "in/empty.txt", "in/img.png", "in/items.jsonl#L1",
+                                      "in/items.jsonl#L2", "in/items.jsonl#L4", "in/latin.txt", "in/ok.txt",
+                                      "in/page.html", "in/sub/big.txt", "in/utf16.txt"};
+    check_complete(docs, all, sizeof(all) / sizeof(all[0]), true);
+    bool replaced = false;
+    json_object_foreach(r, cid, o) {
+        json_t *m = json_object_get(o, "meta");
+        if (!strcmp(json_string_value(json_object_get(m, "source_path")), "in/latin.txt"))
+            replaced = json_integer_value(json_object_get(m, "replaced_invalid_utf8")) == 1;
+    }
+    assert_true(replaced);
+    json_decref(docs);
+    json_decref(codes);
+    json_decref(r);
+    json_decref(e);
+}
+
+static void test_exit_codes(void **state) {
+    (void)state;
+    char d[4096];
+    snprintf(d, sizeof(d), "%s", tu_tmp("codes"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' '%s/empty' && printf 'some text here.' > '%s/in/a.txt'", d, d, d), 0);
+    char job[4400];
+    const char *gen = "prompts:\n  template: \"Say: {{content}}\"\ngeneration:\n  max_tokens: 6\n"
+                      "outputs:\n  jsonl: out/r.jsonl\n";
+    /* 65: invalid job, with FILE:LINE:COL */
+    snprintf(job, sizeof(job), "%s/bad.yaml", d);
+    e2e_write_job(job, e2e_model("qwen35"), "in", "prompts:\n  template: x\n  tempalte: y\noutputs:\n  jsonl: o.jsonl\n");
+    assert_int_equal(tu_run(NULL, "run '%s'", job), 65);
+    assert_non_null(strstr(tu_last_stderr(), "bad.yaml:10:3"));
+    /* 66: a missing input folder, and folders without a matching file */
+    snprintf(job, sizeof(job), "%s/noin.yaml", d);
+    e2e_write_job(job, e2e_model("qwen35"), "nowhere", gen);
+    assert_int_equal(tu_run(NULL, "run '%s'", job), 66);
+    snprintf(job, sizeof(job), "%s/empty.yaml", d);
+    e2e_write_job(job, e2e_model("qwen35"), "empty", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 6\n"
+                  "outputs:\n  jsonl: out-empty/r.jsonl\nstate_dir: state-empty\n");
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 66);
+    /* 78: model missing */
+    snprintf(job, sizeof(job), "%s/nomodel.yaml", d);
+    e2e_write_job(job, tu_tmp("no-such-model.gguf"), "in", gen);
+    assert_int_equal(tu_run(NULL, "run '%s'", job), 78);
+    /* 65: output inside an input folder */
+    snprintf(job, sizeof(job), "%s/loop.yaml", d);
+    e2e_write_job(job, e2e_model("qwen35"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 6\n"
+                  "outputs:\n  jsonl: in/out/r.jsonl\n");
+    assert_int_equal(tu_run(NULL, "run '%s'", job), 65);
+    assert_non_null(strstr(tu_last_stderr(), "inside input folder"));
+    /* 0, then 73: an output file no checkpoint owns is never touched */
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen35"), "in", gen);
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    assert_int_equal(e2e_sh("mkdir -p '%s/other' && echo precious > '%s/other/r.jsonl'", d, d), 0);
+    char job2[4400];
+    snprintf(job2, sizeof(job2), "%s/job2.yaml", d);
+    e2e_write_job(job2, e2e_model("qwen35"), "in", "prompts:\n  template: \"Say: {{content}}\"\ngeneration:\n  max_tokens: 6\n"
+                  "outputs:\n  jsonl: other/r.jsonl\nstate_dir: state2\n");
+    assert_int_equal(tu_run(NULL, "run '%s'", job2), 73);
+    assert_int_equal(e2e_sh("grep -qx precious '%s/other/r.jsonl'", d), 0);
+    /* 75: the job is locked by a running process (here: this test holds the lock) */
+    char lock[4400];
+    snprintf(lock, sizeof(lock), "%s/state/job.lock", d);
+    int fd = open(lock, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+    assert_int_equal(tu_run(NULL, "run '%s'", job), 75);
+    assert_non_null(strstr(tu_last_stderr(), "already running"));
+    close(fd);
+    /* 78: the template changed since the checkpoint */
+    e2e_write_job(job, e2e_model("qwen35"), "in", "prompts:\n  template: \"Now say: {{content}}\"\ngeneration:\n"
+                  "  max_tokens: 6\noutputs:\n  jsonl: out/r.jsonl\n");
+    assert_int_equal(tu_run(NULL, "run '%s'", job), 78);
+    assert_non_null(strstr(tu_last_stderr(), "prompts"));
+    /* --restart moves the old outputs aside and starts clean */
+    assert_int_equal(tu_run(NULL, "run '%s' --restart --quiet", job), 0);
+    assert_int_equal(e2e_sh("ls '%s'/out/r.jsonl.old-* '%s'/state/checkpoint.json.old-* >/dev/null", d, d), 0);
+    /* 64: usage */
+    assert_int_equal(tu_run(NULL, "run"), 64);
+    assert_int_equal(tu_run(NULL, "run a.yaml b.yaml"), 64);
+}
+
+static void test_disk_error_then_resume(void **state) {
+    (void)state;
+    char d[4096];
+    snprintf(d, sizeof(d), "%s", tu_tmp("enospc"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && for i in 1 2 3 4 5 6; do printf 'document %%s text.' $i > \"%s/in/d$i.txt\"; "
+                            "done", d, d), 0);
+    char job[4400], res[4400];
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen35"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 6\n"
+                  "outputs:\n  jsonl: out/r.jsonl\n");
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
+    json_t *golden = e2e_load_records(res, NULL), *gt = e2e_texts(golden);
+    assert_int_equal(e2e_sh("cd '%s' && rm -rf out state", d), 0);
+    /* the third write fails with ENOSPC: exit 74 naming the file, the checkpoint stays consistent */
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    assert_int_equal(e2e_sh("cd '%s' && rm -rf out state", d), 0);
+    setenv("DOCPIPE_COMMIT_RECORDS", "2", 1);
+    for (int k = 1; k <= 12; k++) {
+        char fault[64];
+        snprintf(fault, sizeof(fault), "write:%d:ENOSPC", k);
+        setenv("DOCPIPE_FAULT", fault, 1);
+        int rc = tu_run(NULL, "run '%s' --quiet", job);
+        unsetenv("DOCPIPE_FAULT");
+        if (rc == 0) break; /* fewer writes than k */
+        assert_int_equal(rc, 74);
+        assert_non_null(strstr(tu_last_stderr(), "no space left"));
+        assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+        json_t *got = e2e_load_records(res, NULL), *t = e2e_texts(got);
+        if (!json_equal(t, gt)) fail_msg("after ENOSPC at write %d and a resume the results differ", k);
+        json_decref(got);
+        json_decref(t);
+        assert_int_equal(e2e_sh("cd '%s' && rm -rf out state", d), 0);
+    }
+    unsetenv("DOCPIPE_COMMIT_RECORDS");
+    json_decref(golden);
+    json_decref(gt);
+}
+
+static void test_incremental_and_status(void **state) {
+    (void)state;
+    char d[4096];
+    snprintf(d, sizeof(d), "%s", tu_tmp("incr"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && for i in 1 2 3 4 5; do printf 'note %%s.' $i > \"%s/in/n$i.txt\"; done",
+                            d, d), 0);
+    char job[4400];
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen35"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 4\n"
+                  "outputs:\n  jsonl: out/r.jsonl\n");
+    char *out = NULL;
+    assert_int_equal(tu_run(&out, "status '%s'", job), 0);
+    if (!strstr(out, "no run yet") || !strstr(out, "5 pending")) fail_msg("status said: %s / %s", out, tu_last_stderr());
+    assert_non_null(strstr(out, "5 pending"));
+    free(out);
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    assert_int_equal(tu_run(&out, "status '%s'", job), 0);
+    assert_non_null(strstr(out, "5 done (5 ok, 0 failed), 0 pending"));
+    free(out);
+    /* add 3, edit 1: exactly those 4 run next time */
+    assert_int_equal(e2e_sh("cd '%s/in' && printf 'new a.' > a.txt && printf 'new b.' > b.txt && printf 'new c.' > c.txt "
+                            "&& printf 'edited.' > n2.txt", d), 0);
+    assert_int_equal(tu_run(&out, "status '%s'", job), 0);
+    assert_non_null(strstr(out, "4 pending"));
+    free(out);
+    assert_int_equal(tu_run(NULL, "run '%s'", job), 0);
+    assert_non_null(strstr(tu_last_stderr(), "4 done (4 results), 0 failed"));
+    assert_non_null(strstr(tu_last_stderr(), "4 skipped"));
+    char res[4400];
+    snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
+    size_t n = 0;
+    json_decref(e2e_load_records(res, &n));
+    assert_int_equal(n, 9); /* 5 + 4: the edited document has its old and its new record */
+    assert_int_equal(tu_run(NULL, "run '%s'", job), 0);
+    assert_non_null(strstr(tu_last_stderr(), "8 skipped"));
+    /* plan: counts without generating */
+    assert_int_equal(e2e_sh("printf 'one more.' > '%s/in/z.txt'", d), 0);
+    assert_int_equal(tu_run(&out, "plan '%s'", job), 0);
+    assert_non_null(strstr(out, "1 to process, 8 skipped"));
+    assert_non_null(strstr(out, "estimated time"));
+    free(out);
+}
+
+static void test_safe_relpath(void **state) {
+    (void)state;
+    char o[256];
+    pl_safe_relpath("a/b/c.txt", o, sizeof(o));
+    assert_string_equal(o, "a/b/c.txt");
+    pl_safe_relpath("../../etc/passwd", o, sizeof(o));
+    assert_string_equal(o, "_/_/etc/passwd");
+    pl_safe_relpath("/abs//x/./y", o, sizeof(o));
+    assert_string_equal(o, "_/abs/_/x/_/y");
+    pl_safe_relpath(".hidden/a:b\\c\n", o, sizeof(o));
+    assert_string_equal(o, "_hidden/a_b_c_");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_safe_relpath),
+        cmocka_unit_test(test_examples),
+        cmocka_unit_test(test_bad_documents),
+        cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_disk_error_then_resume),
+        cmocka_unit_test(test_incremental_and_status),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
