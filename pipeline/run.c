@@ -506,14 +506,18 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
                 "exclude globs\n");
         rc = PL_EXIT_NOINPUT;
     } else {
-        rc = r->n_docs_failed ? PL_EXIT_PARTIAL : PL_EXIT_OK;
+        /* a document that failed in an earlier run (and did not change) still counts: a resumed run
+         * reports the same outcome as an uninterrupted one */
+        rc = r->n_docs_failed || r->n_failed_before ? PL_EXIT_PARTIAL : PL_EXIT_OK;
     }
     if (!o->quiet || rc)
         fprintf(stderr, "docpipe: %llu documents in %.1f s: %llu done (%llu results), %llu failed (see %s), %llu "
-                "skipped (unchanged since an earlier run); %llu tokens generated (%.1f tok/s); results in %s\n",
+                "skipped (unchanged since an earlier run, %llu of them failed there); %llu tokens generated (%.1f "
+                "tok/s); results in %s\n",
                 (unsigned long long)r->n_docs_done, secs, (unsigned long long)(ran - r->n_docs_failed),
                 (unsigned long long)r->n_records, (unsigned long long)r->n_docs_failed, r->errors_path,
-                (unsigned long long)r->n_docs_skipped, (unsigned long long)r->n_gen_tokens,
+                (unsigned long long)r->n_docs_skipped, (unsigned long long)r->n_failed_before,
+                (unsigned long long)r->n_gen_tokens,
                 secs > 0 ? (double)r->n_gen_tokens / secs : 0.0, r->results_path);
     run_free(r);
     free(r);

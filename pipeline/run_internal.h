@@ -50,6 +50,7 @@ typedef struct pl_unit {
     char sha[65];               /* of the file's bytes (or the .jsonl line's); "" when unread */
     char key[17];               /* custom_id prefix: sha256(path, sha) */
     bool skipped;               /* finished in an earlier run */
+    bool failed_before;         /* ... and failed there (it still counts for the exit code) */
     const char *err_code;       /* (static) the document failed as a whole */
     char *err_msg;
     const char *err_stage;      /* "read" or "chunk" */
@@ -107,7 +108,7 @@ typedef struct pl_run {
     dp_err fail_err;
     int fail_exit;
     /* counters (under mu) */
-    uint64_t n_files, n_docs_listed, n_docs_read, n_docs_done, n_docs_skipped, n_docs_failed;
+    uint64_t n_files, n_docs_listed, n_docs_read, n_docs_done, n_docs_skipped, n_docs_failed, n_failed_before;
     uint64_t n_requests_done, n_gen_tokens, n_prompt_tokens, n_records, n_error_records;
     bool listing_done;
     bool writer_done;

@@ -116,8 +116,10 @@ static void hash_hex(const void *data, size_t n, char out[65]) {
 }
 
 static bool skip_done(pl_run *r, pl_unit *u) {
-    if (pl_ledger_get(r->ledger, u->path, u->sha) == PL_LEDGER_NONE) return false;
+    const pl_ledger_status st = pl_ledger_get(r->ledger, u->path, u->sha);
+    if (st == PL_LEDGER_NONE) return false;
     u->skipped = true;
+    u->failed_before = st == PL_LEDGER_FAILED;
     return true;
 }
 

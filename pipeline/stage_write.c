@@ -75,6 +75,7 @@ static dp_status emit(writer *w, pl_unit *u) {
     if (u->skipped) {
         dp_mutex_lock(&r->mu);
         r->n_docs_skipped++;
+        r->n_failed_before += u->failed_before;
         r->n_docs_done++;
         dp_mutex_unlock(&r->mu);
         return DP_OK;
