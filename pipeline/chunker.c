@@ -1,13 +1,14 @@
 /*
  * chunker.c - see chunker.h.
  *
- * DESIGN: the whole document is tokenized once; token i covers bytes [off[i], off[i+1]) (the
- * byte-exact detokenizer gives each token's length). A chunk starting at token s may end at
- * most at s + budget; within the second half of that window the last boundary of the best
- * kind wins. The chunk's text is then re-tokenized alone and the end pulled back until it
- * fits. The next chunk starts `overlap` tokens before the end, always after the previous
- * start, so the loop makes progress on any input. Cost: one tokenization of the document plus
- * one per chunk.
+ * DESIGN: the text is tokenized one window at a time (a little more than the budget, from
+ * the chunk's start), never whole, so memory does not grow with the document; token i of the
+ * window covers bytes [off[i], off[i+1]) (the byte-exact detokenizer gives each token's
+ * length). A chunk may end at most `budget` tokens after its start; within the second half of
+ * that window the last boundary of the best kind wins, and only where a character starts. The
+ * chunk's text is then re-tokenized alone and the end pulled back until it fits. The next chunk
+ * starts `overlap` tokens before the end, always after the previous start, so the loop makes
+ * progress on any input. Cost: about two tokenizations of the document plus one per chunk.
  */
 #include "chunker.h"
 
@@ -46,6 +47,42 @@ static dp_status push(pl_chunks *c, pl_chunk k) {
     return DP_OK;
 }
 
+/* Tokenizes text[from, from + w) (w grown until it holds more than `need` tokens or reaches the
+ * end) and fills off[] with the byte offset of every token start, relative to the document. */
+static dp_status window(const eng_tokenizer *tok, eng_tok_ws *ws, const char *text, size_t len, size_t from,
+                        size_t need, eng_tokens *ids, size_t **off, size_t *off_cap, bool *at_end, dp_err *err) {
+    size_t w = need * 8 + 64;
+    for (;;) {
+        if (w > len - from) w = len - from;
+        ids->n = 0;
+        dp_status st = eng_tokenize(tok, ws, text + from, w, false, false, ids, err);
+        if (st) return st;
+        *at_end = from + w == len;
+        if (ids->n > need || *at_end) break;
+        w *= 2;
+    }
+    if (ids->n + 1 > *off_cap) {
+        size_t cap = ids->n + 1 + 1024;
+        size_t *v = realloc(*off, cap * sizeof(size_t));
+        if (!v) return dp_err_set(err, DP_ENOMEM, "chunker: out of memory for %zu tokens", ids->n);
+        *off = v;
+        *off_cap = cap;
+    }
+    (*off)[0] = from;
+    for (size_t i = 0; i < ids->n; i++) {
+        const char *p;
+        (*off)[i + 1] = (*off)[i] + eng_token_to_piece(tok, ids->ids[i], true, &p);
+    }
+    if ((*off)[ids->n] != from + w)
+        return dp_err_set(err, DP_ERROR, "chunker: token pieces cover %zu bytes of %zu", (*off)[ids->n] - from, w);
+    return DP_OK;
+}
+
+/* A chunk may only end where a character starts (a byte-level token can split one). */
+static bool char_start(const char *t, size_t len, size_t p) {
+    return p >= len || ((unsigned char)t[p] & 0xC0) != 0x80;
+}
+
 dp_status pl_chunk_text(const eng_tokenizer *tok, eng_tok_ws *ws, const char *text, size_t len, int32_t budget,
                         int32_t overlap, pl_chunks *out, dp_err *err) {
     if (budget < 8 || overlap < 0 || overlap >= budget / 2)
@@ -53,31 +90,22 @@ dp_status pl_chunk_text(const eng_tokenizer *tok, eng_tok_ws *ws, const char *te
                           overlap);
     if (len == 0) return DP_OK;
     eng_tokens ids = {0}, tmp = {0};
-    size_t *off = NULL;
-    dp_status st = eng_tokenize(tok, ws, text, len, false, false, &ids, err);
-    if (st) goto done;
-    off = malloc((ids.n + 1) * sizeof(size_t));
-    if (!off) {
-        st = dp_err_set(err, DP_ENOMEM, "chunker: out of memory for %zu tokens", ids.n);
-        goto done;
-    }
-    off[0] = 0;
-    for (size_t i = 0; i < ids.n; i++) {
-        const char *p;
-        off[i + 1] = off[i] + eng_token_to_piece(tok, ids.ids[i], true, &p);
-    }
-    if (off[ids.n] != len) {
-        st = dp_err_set(err, DP_ERROR, "chunker: token pieces cover %zu bytes of %zu", off[ids.n], len);
-        goto done;
-    }
-    const size_t n = ids.n;
-    size_t s = 0;
-    while (s < n) {
-        size_t e = s + (size_t)budget < n ? s + (size_t)budget : n;
-        if (e < n) { /* prefer the best boundary in the second half of the window */
+    size_t *off = NULL, off_cap = 0;
+    dp_status st = DP_OK;
+    size_t sb = 0; /* byte where the next chunk starts */
+    while (sb < len) {
+        bool at_end = false;
+        if ((st = window(tok, ws, text, len, sb, (size_t)budget, &ids, &off, &off_cap, &at_end, err))) goto done;
+        const size_t n = ids.n;
+        /* the window's last token may be cut by the window edge: only ends before it count,
+         * unless the window reaches the end of the text */
+        const size_t usable = at_end ? n : n - 1;
+        size_t e = (size_t)budget < usable ? (size_t)budget : usable;
+        if (e < n || !at_end) { /* prefer the best boundary in the second half of the window */
             size_t best = e;
             int best_kind = -1;
-            for (size_t i = e; i > s + (size_t)budget / 2; i--) {
+            for (size_t i = e; i > (size_t)budget / 2 && i > 0; i--) {
+                if (!char_start(text, len, off[i])) continue;
                 int k = boundary_kind(text, off[i]);
                 if (k > best_kind) {
                     best_kind = k;
@@ -87,20 +115,25 @@ dp_status pl_chunk_text(const eng_tokenizer *tok, eng_tok_ws *ws, const char *te
             }
             e = best;
         }
+        while (e > 1 && !char_start(text, len, off[e])) e--;
+        if (e == 0) e = 1;
         /* re-count the chunk on its own; pull the end back until it fits */
         for (;;) {
             tmp.n = 0;
-            if ((st = eng_tokenize(tok, ws, text + off[s], off[e] - off[s], false, false, &tmp, err))) goto done;
-            if ((int64_t)tmp.n <= budget || e - s <= 1) break;
-            e -= (size_t)((int64_t)tmp.n - budget) < e - s - 1 ? (size_t)((int64_t)tmp.n - budget) : 1;
+            if ((st = eng_tokenize(tok, ws, text + off[0], off[e] - off[0], false, false, &tmp, err))) goto done;
+            if ((int64_t)tmp.n <= budget || e <= 1) break;
+            e -= (size_t)((int64_t)tmp.n - budget) < e - 1 ? (size_t)((int64_t)tmp.n - budget) : 1;
+            while (e > 1 && !char_start(text, len, off[e])) e--;
         }
-        if ((st = push(out, (pl_chunk){off[s], off[e], (int32_t)tmp.n}))) {
+        if ((st = push(out, (pl_chunk){off[0], off[e], (int32_t)tmp.n}))) {
             st = dp_err_set(err, DP_ENOMEM, "chunker: out of memory");
             goto done;
         }
-        if (e >= n) break;
+        if (off[e] >= len) break;
         size_t next = e > (size_t)overlap ? e - (size_t)overlap : 0;
-        s = next > s ? next : s + 1;
+        if (next == 0) next = e; /* always move forward */
+        while (next < e && !char_start(text, len, off[next])) next++;
+        sb = off[next];
     }
 done:
     eng_tokens_free(&ids);
