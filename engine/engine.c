@@ -174,6 +174,28 @@ void eng_seq_clear(eng_context *c, int32_t seq) {
     }
 }
 
+void eng_seq_copy(eng_context *c, int32_t src, int32_t dst) {
+    if (src < 0 || src >= c->n_seq || dst < 0 || dst >= c->n_seq || src == dst) return;
+    const eng_model_info *in = &c->model->info;
+    const size_t esz = c->kv_type == ENG_TYPE_F32 ? 4 : 2;
+    const size_t row = (size_t)in->n_head_kv * in->head_dim_k * esz, len = (size_t)c->seq_len[src];
+    for (uint32_t i = 0; i < in->n_attn_layers; i++) {
+        const size_t so = (size_t)src * c->n_ctx * row, d = (size_t)dst * c->n_ctx * row;
+        memcpy((char *)c->kv[i].k + d, (const char *)c->kv[i].k + so, len * row);
+        memcpy((char *)c->kv[i].v + d, (const char *)c->kv[i].v + so, len * row);
+    }
+    const size_t inner = in->ssm_d_inner, Hv = in->ssm_dt_rank;
+    const size_t conv_ch = in->n_rec_layers ? 2 * (size_t)in->ssm_n_group * in->ssm_d_state + inner : 0;
+    const size_t conv_per_seq = (size_t)(in->ssm_conv_kernel ? in->ssm_conv_kernel - 1 : 0) * conv_ch;
+    const size_t ssm_per_seq = Hv ? Hv * (inner / Hv) * in->ssm_d_state : 0;
+    for (uint32_t i = 0; i < in->n_rec_layers; i++) {
+        memcpy(c->rec[i].conv + (size_t)dst * conv_per_seq, c->rec[i].conv + (size_t)src * conv_per_seq,
+               conv_per_seq * 4);
+        memcpy(c->rec[i].ssm + (size_t)dst * ssm_per_seq, c->rec[i].ssm + (size_t)src * ssm_per_seq, ssm_per_seq * 4);
+    }
+    c->seq_len[dst] = c->seq_len[src];
+}
+
 int32_t eng_seq_len(const eng_context *c, int32_t seq) {
     return seq >= 0 && seq < c->n_seq ? c->seq_len[seq] : 0;
 }

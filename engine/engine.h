@@ -89,6 +89,9 @@ const float *eng_get_logits(const eng_context *c, int32_t j); /* [n_vocab] or NU
 int32_t eng_n_logits(const eng_context *c);
 /* Forgets a sequence (KV and recurrent state) so its slot can start again at position 0. */
 void eng_seq_clear(eng_context *c, int32_t seq);
+/* Makes dst a copy of src: its KV rows and recurrent state (qwen35), so dst continues from where
+ * src stands (a shared prompt prefix computed once). dst's old content is dropped. */
+void eng_seq_copy(eng_context *c, int32_t src, int32_t dst);
 /* Number of positions a sequence holds. */
 int32_t eng_seq_len(const eng_context *c, int32_t seq);
 

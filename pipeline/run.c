@@ -408,12 +408,12 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     snprintf(r->model_name, sizeof(r->model_name), "%s", base ? base + 1 : j->model.path);
     eng_context_params cp = eng_context_default_params();
     cp.n_ctx = (uint32_t)j->model.context;
-    cp.n_seq_max = (uint32_t)j->model.max_sequences;
+    cp.n_seq_max = (uint32_t)j->model.max_sequences + 1; /* + the shared prompt head */
     cp.n_threads = (int)j->model.threads;
     cp.device = o->device >= 0 ? (eng_device)o->device
                 : j->model.device == JOB_DEVICE_CPU ? ENG_DEVICE_CPU
                 : j->model.device == JOB_DEVICE_CUDA ? ENG_DEVICE_CUDA : ENG_DEVICE_AUTO;
-    uint32_t ub = cp.n_seq_max * 256u;
+    uint32_t ub = (uint32_t)j->model.max_sequences * 256u;
     cp.n_ubatch = ub > 2048 ? 2048 : ub < 256 ? 256 : ub;
     if (eng_context_new(r->model, &cp, &r->ctx, &err)) {
         fprintf(stderr, "docpipe: %s: %s\n", j->file, dp_err_msg(&err));
@@ -519,6 +519,9 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
                 (unsigned long long)r->n_docs_skipped, (unsigned long long)r->n_failed_before,
                 (unsigned long long)r->n_gen_tokens,
                 secs > 0 ? (double)r->n_gen_tokens / secs : 0.0, r->results_path);
+    if (!o->quiet && r->n_prefix_tokens)
+        fprintf(stderr, "docpipe: shared prompt head of %llu tokens computed once: %llu prompt tokens not recomputed\n",
+                (unsigned long long)r->n_prefix_tokens, (unsigned long long)r->n_prefix_saved);
     run_free(r);
     free(r);
     return rc;

@@ -30,6 +30,8 @@ struct pl_sched {
     int32_t *bt, *bpos, *bseq;
     int8_t *bw;
     uint64_t n_tokens;
+    eng_tokens prefix;          /* shared prompt head, held by sequence n_slots */
+    uint64_t prefix_saved;
 };
 
 static void slot_clear(slot *s) {
@@ -66,6 +68,7 @@ dp_status pl_sched_new(eng_context *c, const eng_model *m, int32_t n_slots, pl_s
 void pl_sched_free(pl_sched *s) {
     if (!s) return;
     for (int32_t k = 0; s->sl && k < s->n_slots; k++) slot_clear(&s->sl[k]);
+    eng_tokens_free(&s->prefix);
     free(s->sl);
     free(s->bt);
     free(s->bw);
@@ -75,6 +78,32 @@ void pl_sched_free(pl_sched *s) {
 int32_t pl_sched_free_slots(const pl_sched *s) { return s->n_slots - s->n_busy; }
 int32_t pl_sched_active(const pl_sched *s) { return s->n_busy; }
 uint64_t pl_sched_tokens(const pl_sched *s) { return s->n_tokens; }
+uint64_t pl_sched_prefix_saved(const pl_sched *s) { return s->prefix_saved; }
+
+dp_status pl_sched_set_prefix(pl_sched *s, const int32_t *prefix, int32_t n, dp_err *err) {
+    const int32_t seq = s->n_slots;
+    eng_tokens_free(&s->prefix);
+    eng_seq_clear(s->c, seq);
+    if (n < 1) return DP_OK;
+    /* the same fixed pieces a request would use for these positions */
+    for (int32_t p = 0; p < n; p += PL_SCHED_PIECE) {
+        const int32_t take = n - p < PL_SCHED_PIECE ? n - p : PL_SCHED_PIECE;
+        for (int32_t i = 0; i < take; i++) s->bt[i] = prefix[p + i], s->bpos[i] = p + i, s->bseq[i] = seq, s->bw[i] = 0;
+        eng_batch b = {take, s->bt, s->bpos, s->bseq, s->bw};
+        dp_status st = eng_decode(s->c, &b, err);
+        if (st) {
+            eng_seq_clear(s->c, seq);
+            return st;
+        }
+        s->n_tokens += (uint64_t)take;
+    }
+    for (int32_t i = 0; i < n; i++)
+        if (eng_tokens_push(&s->prefix, prefix[i])) {
+            eng_tokens_free(&s->prefix);
+            return dp_err_set(err, DP_ENOMEM, "scheduler: out of memory");
+        }
+    return DP_OK;
+}
 
 dp_status pl_sched_admit(pl_sched *s, const pl_gen_req *r, dp_err *err) {
     int32_t k = 0;
@@ -106,6 +135,12 @@ dp_status pl_sched_admit(pl_sched *s, const pl_gen_req *r, dp_err *err) {
     sl->busy = true;
     sl->t_admit = dp_time_ns();
     eng_seq_clear(s->c, k);
+    const int32_t np = (int32_t)s->prefix.n;
+    if (np && r->n_prompt > np && !memcmp(r->prompt, s->prefix.ids, (size_t)np * sizeof(int32_t))) {
+        eng_seq_copy(s->c, s->n_slots, k);
+        sl->n_fed = np;
+        s->prefix_saved += (uint64_t)np;
+    }
     s->n_busy++;
     return DP_OK;
 }

@@ -60,6 +60,14 @@ dp_status pl_sched_admit(pl_sched *s, const pl_gen_req *r, dp_err *err);
 /* Runs one engine step and reports every request it finished through done (in slot order).
  * DP_EOF when no request is active. */
 dp_status pl_sched_step(pl_sched *s, pl_sched_done_fn done, void *cb, dp_err *err);
+/* Computes prefix[0..n) once, in a sequence of its own (id n_slots: the context needs
+ * n_slots + 1 sequences), and starts every later request whose prompt begins with it (and is
+ * longer) from a copy of that sequence (eng_seq_copy) instead of recomputing it: a job's chat
+ * frame and system prompt are computed once for the whole run. Requests past the prefix are
+ * still cut at fixed offsets of their own prompt, so results stay independent of batching. */
+dp_status pl_sched_set_prefix(pl_sched *s, const int32_t *prefix, int32_t n, dp_err *err);
+/* Prompt tokens not computed thanks to the prefix so far. */
+uint64_t pl_sched_prefix_saved(const pl_sched *s);
 /* Abandons every active request, handing each user pointer to drop (optional); their slots
  * become free. */
 void pl_sched_cancel_all(pl_sched *s, void (*drop)(void *user));

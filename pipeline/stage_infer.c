@@ -222,12 +222,38 @@ static dp_status admit(infer *f, pl_item *it) {
     return st;
 }
 
+/* The prompt head every map request shares: the longest common token prefix of two probe
+ * prompts that differ in every variable and in content (the chat frame, the system prompt and
+ * the template's text before its first variable are tokenized on their own, so they give the
+ * same tokens in every request). */
+static dp_status shared_prefix(infer *f) {
+    pl_run *r = f->r;
+    eng_tokens a = {0}, b = {0};
+    pl_prompt_vars va = {"a/x.txt", "x.txt", "txt", "2000-01-01", "0", 1, 1};
+    pl_prompt_vars vb = {"b/y.md", "y.md", "md", "2099-12-31", "f", 7, 9};
+    dp_status st = pl_prompt_tokens(r->tok, f->ws, &r->map_spec, &va, "alpha", 5, &a, &f->err);
+    if (!st) st = pl_prompt_tokens(r->tok, f->ws, &r->map_spec, &vb, "omega\n", 6, &b, &f->err);
+    size_t n = 0;
+    while (!st && n < a.n && n < b.n && a.ids[n] == b.ids[n]) n++;
+    /* below a few tokens the copy costs more than it saves */
+    if (!st && n >= 16) {
+        st = pl_sched_set_prefix(f->s, a.ids, (int32_t)n, &f->err);
+        dp_mutex_lock(&r->mu);
+        r->n_prefix_tokens = n;
+        dp_mutex_unlock(&r->mu);
+    }
+    eng_tokens_free(&a);
+    eng_tokens_free(&b);
+    return st;
+}
+
 void *pl_stage_infer(void *arg) {
     pl_run *r = arg;
     infer f = {.r = r};
     bool input_done = false;
     if ((f.st = pl_sched_new(r->ctx, r->model, (int32_t)r->job.model.max_sequences, &f.s, &f.err)) ||
-        (f.st = eng_tok_ws_new(&f.ws) ? dp_err_set(&f.err, DP_ENOMEM, "out of memory") : DP_OK))
+        (f.st = eng_tok_ws_new(&f.ws) ? dp_err_set(&f.err, DP_ENOMEM, "out of memory") : DP_OK) ||
+        (f.st = shared_prefix(&f)))
         goto out;
     while (!r->stopping && !f.st) {
         /* fill free slots: reduce requests first, then new work */
@@ -258,6 +284,11 @@ void *pl_stage_infer(void *arg) {
         if (st && st != DP_EOF) f.st = st;
     }
 out:
+    if (f.s) {
+        dp_mutex_lock(&r->mu);
+        r->n_prefix_saved = pl_sched_prefix_saved(f.s);
+        dp_mutex_unlock(&r->mu);
+    }
     if (f.st) pl_run_fail(r, f.st, &f.err, 70);
     if (f.s) pl_sched_cancel_all(f.s, pl_item_free);
     for (size_t i = f.head_ready; i < f.n_ready; i++) pl_item_free(f.ready[i]);
