@@ -281,6 +281,30 @@ static void test_exit_codes(void **state) {
     /* --restart moves the old outputs aside and starts clean */
     assert_int_equal(tu_run(NULL, "run '%s' --restart --quiet", job), 0);
     assert_int_equal(e2e_sh("ls '%s'/out/r.jsonl.old-* '%s'/state/checkpoint.json.old-* >/dev/null", d, d), 0);
+    /* 78: another model file than the checkpoint's */
+    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"Now say: {{content}}\"\ngeneration:\n"
+                  "  max_tokens: 6\noutputs:\n  jsonl: out/r.jsonl\n");
+    assert_int_equal(tu_run(NULL, "run '%s'", job), 78);
+    assert_non_null(strstr(tu_last_stderr(), "the model file changed"));
+    e2e_write_job(job, e2e_model("qwen35"), "in", "prompts:\n  template: \"Now say: {{content}}\"\ngeneration:\n"
+                  "  max_tokens: 6\noutputs:\n  jsonl: out/r.jsonl\n");
+    /* a torn tail after the committed size is cut off and the run completes */
+    assert_int_equal(e2e_sh("printf '{\"a\":' >> '%s/out/r.jsonl' && printf '\377garbage' >> '%s/out/errors.jsonl'", d, d), 0);
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    char res[4400];
+    snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
+    size_t n = 0;
+    json_decref(e2e_load_records(res, &n));
+    assert_int_equal(n, 1);
+    /* 74: a sink shorter than the checkpoint says (storage lost data): nothing is modified */
+    assert_int_equal(e2e_sh("truncate -s 10 '%s/out/r.jsonl'", d), 0);
+    assert_int_equal(tu_run(NULL, "run '%s'", job), 74);
+    assert_non_null(strstr(tu_last_stderr(), "has 10 bytes, the checkpoint says"));
+    assert_int_equal(e2e_sh("test $(stat -c %%s '%s/out/r.jsonl') = 10", d), 0);
+    /* 65: a damaged checkpoint; outputs untouched */
+    assert_int_equal(e2e_sh("printf '{\"version\": 1, \"fingerprint\": 3' > '%s/state/checkpoint.json'", d), 0);
+    assert_int_equal(tu_run(NULL, "run '%s'", job), 65);
+    assert_non_null(strstr(tu_last_stderr(), "damaged checkpoint"));
     /* 64: usage */
     assert_int_equal(tu_run(NULL, "run"), 64);
     assert_int_equal(tu_run(NULL, "run a.yaml b.yaml"), 64);
