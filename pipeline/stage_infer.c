@@ -235,8 +235,13 @@ static dp_status shared_prefix(infer *f) {
     if (!st) st = pl_prompt_tokens(r->tok, f->ws, &r->map_spec, &vb, "omega\n", 6, &b, &f->err);
     size_t n = 0;
     while (!st && n < a.n && n < b.n && a.ids[n] == b.ids[n]) n++;
-    /* below a few tokens the copy costs more than it saves */
-    if (!st && n >= 16) {
+    /* below a few tokens the copy costs more than it saves; DOCPIPE_NO_PREFIX=1 turns sharing off
+     * (tests/bench/prefix.sh measures the difference) */
+    const char *off = getenv("DOCPIPE_NO_PREFIX");
+    /* a head that leaves no room for content and generation helps no request (they all fail
+     * with context_length_exceeded) */
+    const bool fits = (int64_t)n + r->job.generation.max_tokens + 8 <= r->n_ctx;
+    if (!st && n >= 16 && fits && !(off && *off == '1')) {
         st = pl_sched_set_prefix(f->s, a.ids, (int32_t)n, &f->err);
         dp_mutex_lock(&r->mu);
         r->n_prefix_tokens = n;
