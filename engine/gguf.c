@@ -340,8 +340,8 @@ static dp_status parse(eng_gguf *g, dp_err *err) {
     uint64_t n_str_used = 0;
     for (int64_t i = 0; i < g->n_kv; i++)
         if ((st = parse_kv(g, &r, i, &n_str_used))) return st;
-    for (int64_t i = 0; i < g->n_kv; i++) /* turn pool indices into pointers */
-        if (g->kv[i].strs) g->kv[i].strs = g->str_pool + ((uintptr_t)g->kv[i].strs - 1);
+    for (int64_t i = 0; i < g->n_kv; i++) /* turn pool indices into pointers (no pool: only empty arrays) */
+        if (g->kv[i].strs) g->kv[i].strs = g->str_pool ? g->str_pool + ((uintptr_t)g->kv[i].strs - 1) : NULL;
     if ((st = check_unique_keys(g, &r))) return st;
 
     g->alignment = ENG_GGUF_DEFAULT_ALIGNMENT;

@@ -118,6 +118,16 @@ dp_status job_yaml_parse(const char *data, size_t len, const char *name, job_nod
                     break;
                 }
             }
+            /* a mapping's keys sit at even positions: only plain text may be a key ("? [a]: b" and
+             * "? {a: b}: c" are valid YAML but never a job key) */
+            if (depth > 0 && stack[depth - 1]->kind == JOB_NODE_MAP && stack[depth - 1]->n % 2 == 0 &&
+                n->kind != JOB_NODE_SCALAR) {
+                st = dp_err_set(err, DP_EFORMAT, "%s:%zu:%zu: a key must be plain text, not a %s", name, m->line + 1,
+                                m->column + 1, n->kind == JOB_NODE_MAP ? "mapping" : "list");
+                job_node_free(n);
+                n = NULL;
+                break;
+            }
             if (depth == 0) {
                 if (root) job_node_free(root);
                 root = n;
