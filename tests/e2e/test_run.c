@@ -328,22 +328,25 @@ static void test_disk_error_then_resume(void **state) {
     assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
     assert_int_equal(e2e_sh("cd '%s' && rm -rf out state", d), 0);
     setenv("DOCPIPE_COMMIT_RECORDS", "2", 1);
-    for (int k = 1; k <= 12; k++) {
-        char fault[64];
-        snprintf(fault, sizeof(fault), "write:%d:ENOSPC", k);
-        setenv("DOCPIPE_FAULT", fault, 1);
-        int rc = tu_run(NULL, "run '%s' --quiet", job);
-        unsetenv("DOCPIPE_FAULT");
-        if (rc == 0) break; /* fewer writes than k */
-        assert_int_equal(rc, 74);
-        assert_non_null(strstr(tu_last_stderr(), "no space left"));
-        assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
-        json_t *got = e2e_load_records(res, NULL), *t = e2e_texts(got);
-        if (!json_equal(t, gt)) fail_msg("after ENOSPC at write %d and a resume the results differ", k);
-        json_decref(got);
-        json_decref(t);
-        assert_int_equal(e2e_sh("cd '%s' && rm -rf out state", d), 0);
-    }
+    /* a full disk on the k-th write, and a failing fsync (EIO) on the k-th sync */
+    static const char *const faults[] = {"write:%d:ENOSPC", "sync:%d:EIO"};
+    for (int f = 0; f < 2; f++)
+        for (int k = 1; k <= 12; k++) {
+            char fault[64];
+            snprintf(fault, sizeof(fault), faults[f], k);
+            setenv("DOCPIPE_FAULT", fault, 1);
+            int rc = tu_run(NULL, "run '%s' --quiet", job);
+            unsetenv("DOCPIPE_FAULT");
+            if (rc == 0) break; /* fewer operations than k */
+            if (rc != 74) fail_msg("%s: exit %d, expected 74: %s", fault, rc, tu_last_stderr());
+            assert_non_null(strstr(tu_last_stderr(), f ? "input/output error" : "no space left"));
+            assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+            json_t *got = e2e_load_records(res, NULL), *t = e2e_texts(got);
+            if (!json_equal(t, gt)) fail_msg("after %s and a resume the results differ", fault);
+            json_decref(got);
+            json_decref(t);
+            assert_int_equal(e2e_sh("cd '%s' && rm -rf out state", d), 0);
+        }
     unsetenv("DOCPIPE_COMMIT_RECORDS");
     json_decref(golden);
     json_decref(gt);
@@ -392,6 +395,47 @@ static void test_incremental_and_status(void **state) {
     free(out);
 }
 
+/* The job of issue 7 exactly as written, in a folder of its own: model.gguf beside it. */
+static void test_reference_job_as_written(void **state) {
+    (void)state;
+    char d[4096], job[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("asis"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/corpus/skip' && cp '%s/examples/corpus/'*.* '%s/corpus/' && "
+                            "cp '%s/examples/corpus/skip/draft.txt' '%s/corpus/skip/' && ln -s '%s' '%s/model.gguf'",
+                            d, DP_SOURCE_DIR, d, DP_SOURCE_DIR, d, e2e_model("qwen35"), d), 0);
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    FILE *f = fopen(job, "w");
+    assert_non_null(f);
+    fputs("model:\n  path: model.gguf\n  device: auto\n  context: 512\n  threads: 2\ninputs:\n  - path: corpus\n"
+          "    include: [\"**/*\"]\n    exclude: [\"**/skip/**\"]\nprompts:\n"
+          "  system: You summarize documents for the operations team.\n"
+          "  template: \"Summarize {{filename}} (part {{chunk_index}} of {{chunk_count}}):\\n{{content}}\"\n"
+          "  reduce_template: \"Combine these summaries of {{filename}} into one:\\n{{content}}\"\n"
+          "generation:\n  max_tokens: 24\n  temperature: 0\n  seed: 7\nchunking:\n  mode: map-reduce\n  overlap: 16\n"
+          "outputs:\n  jsonl: out/results.jsonl\nstate_dir: state\n", f);
+    fclose(f);
+    /* run from another folder: relative paths resolve against the job file's folder */
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    char p[4400];
+    static const char *const beside[] = {"out/results.jsonl", "out/errors.jsonl", "out/status.json",
+                                         "state/checkpoint.json", "state/ledger.jsonl"};
+    for (size_t i = 0; i < 5; i++) {
+        snprintf(p, sizeof(p), "%s/%s", d, beside[i]);
+        if (!e2e_exists(p)) fail_msg("%s was not written", beside[i]);
+    }
+    snprintf(p, sizeof(p), "%s/out/results.jsonl", d);
+    json_t *r = e2e_load_records(p, NULL);
+    snprintf(p, sizeof(p), "%s/out/errors.jsonl", d);
+    json_t *e = e2e_load_records(p, NULL);
+    static const char *const docs[] = {"corpus/report.md", "corpus/日报.txt"};
+    json_t *bd = by_document(r, e);
+    check_complete(bd, docs, 2, true); /* skip/draft.txt excluded */
+    e2e_check_records(r, 512, 24);
+    json_decref(bd);
+    json_decref(r);
+    json_decref(e);
+}
+
 static void test_safe_relpath(void **state) {
     (void)state;
     char o[256];
@@ -409,6 +453,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_safe_relpath),
         cmocka_unit_test(test_examples),
+        cmocka_unit_test(test_reference_job_as_written),
         cmocka_unit_test(test_bad_documents),
         cmocka_unit_test(test_exit_codes),
         cmocka_unit_test(test_disk_error_then_resume),
