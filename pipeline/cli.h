@@ -17,6 +17,7 @@ int pl_cmd_batch(int argc, char **argv);
 int pl_cmd_run(int argc, char **argv);
 int pl_cmd_plan(int argc, char **argv);
 int pl_cmd_status(int argc, char **argv);
+int pl_cmd_merge(int argc, char **argv);
 
 /* Parses a positive integer option value; prints a usage error and returns false if bad. */
 #include <stdbool.h>

@@ -3,6 +3,7 @@
  * `docpipe plan JOB.yaml [--no-bench]` and `docpipe status JOB.yaml` (run.h does the work).
  */
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "cli.h"
@@ -12,7 +13,7 @@
 bool pl_parse_device(const char *v, int *out);
 
 int pl_cmd_run(int argc, char **argv) {
-    pl_run_opts o = {false, -1, false, -1};
+    pl_run_opts o = {false, -1, false, -1, 0, 0, 0};
     const char *job = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -23,8 +24,16 @@ int pl_cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--device")) {
             if (i + 1 >= argc || !pl_parse_device(argv[++i], &o.device)) return PL_EXIT_USAGE;
         } else if (!strcmp(a, "--shard")) {
-            fprintf(stderr, "docpipe run: --shard is not in this build yet (see docs/cli.md)\n");
-            return PL_EXIT_USAGE;
+            unsigned si = 0, sn = 0;
+            char tail = 0;
+            if (i + 1 >= argc || sscanf(argv[++i], "%u/%u%c", &si, &sn, &tail) != 2 || sn < 1 || sn > 65536 ||
+                si >= sn) {
+                fprintf(stderr, "docpipe run: --shard takes I/N with 0 <= I < N, e.g. --shard 0/4\n");
+                return PL_EXIT_USAGE;
+            }
+            o.shard_i = si, o.shard_n = sn;
+        } else if (!strcmp(a, "--shards")) {
+            if (!pl_parse_u32(a, i + 1 < argc ? argv[++i] : NULL, 1, 65536, &o.shards)) return PL_EXIT_USAGE;
         } else if (a[0] == '-' || job) {
             fprintf(stderr, "docpipe run: unexpected argument '%s'\n", a);
             goto usage;
@@ -34,25 +43,36 @@ int pl_cmd_run(int argc, char **argv) {
     return pl_run_job(job, &o);
 usage:
     fprintf(stderr, "usage: docpipe run JOB.yaml [--restart] [--device cpu|cuda|auto] [--quiet] "
-            "[--progress=line|plain]\n");
+            "[--progress=line|plain] [--shard I/N | --shards N]\n");
     return PL_EXIT_USAGE;
 }
 
 int pl_cmd_plan(int argc, char **argv) {
     const char *job = NULL;
     bool bench = true;
+    uint32_t shards = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-bench")) bench = false;
-        else if (argv[i][0] == '-' || job) {
-            fprintf(stderr, "usage: docpipe plan JOB.yaml [--no-bench]\n");
-            return PL_EXIT_USAGE;
+        else if (!strcmp(argv[i], "--shards")) {
+            if (!pl_parse_u32(argv[i], i + 1 < argc ? argv[i + 1] : NULL, 1, 65536, &shards)) return PL_EXIT_USAGE;
+            i++;
+        } else if (argv[i][0] == '-' || job) {
+            goto usage;
         } else job = argv[i];
     }
-    if (!job) {
-        fprintf(stderr, "usage: docpipe plan JOB.yaml [--no-bench]\n");
+    if (!job) goto usage;
+    return pl_plan_job(job, bench, shards);
+usage:
+    fprintf(stderr, "usage: docpipe plan JOB.yaml [--no-bench] [--shards N]\n");
+    return PL_EXIT_USAGE;
+}
+
+int pl_cmd_merge(int argc, char **argv) {
+    if (argc != 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: docpipe merge JOB.yaml\n");
         return PL_EXIT_USAGE;
     }
-    return pl_plan_job(job, bench);
+    return pl_merge_job(argv[1]);
 }
 
 int pl_cmd_status(int argc, char **argv) {

@@ -12,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "chunker.h"
+#include "sink.h"
 #include "exit_codes.h"
 #include "run_internal.h"
 
@@ -57,6 +60,8 @@ static void unload(pl_run *r) {
 }
 
 typedef void (*doc_fn)(pl_run *r, pl_doc *d, void *ud);
+typedef struct plan_counts plan_counts;
+static void plan_chunks(pl_run *r, pl_doc *d, plan_counts *c);
 
 /* Runs the reader stage and hands every document to fn in listing order. */
 static int each_doc(pl_run *r, doc_fn fn, void *ud) {
@@ -127,11 +132,28 @@ typedef struct plan_counts {
     eng_tok_ws *ws;
     uint64_t docs, skipped, failed, chunks, multi, prompt_tokens, content_tokens;
     int32_t longest;
+    uint32_t shards;
+    json_t *manifest;            /* documents, when sharding */
+    uint64_t *shard_docs, *shard_tokens;
 } plan_counts;
 
 static void plan_doc(pl_run *r, pl_doc *d, void *ud) {
     plan_counts *c = ud;
     c->docs++;
+    uint32_t shard = 0;
+    const uint64_t tokens_before = c->prompt_tokens;
+    if (c->shards) {
+        shard = pl_shard_of(d->u->sha, d->u->path, c->shards);
+        json_array_append_new(json_object_get(c->manifest, "documents"),
+                              json_pack("{s:s, s:I, s:s, s:i}", "path", d->u->path, "size", (json_int_t)d->u->size,
+                                        "sha256", d->u->sha, "shard", (int)shard));
+        c->shard_docs[shard]++;
+    }
+    plan_chunks(r, d, c);
+    if (c->shards) c->shard_tokens[shard] += c->prompt_tokens - tokens_before;
+}
+
+static void plan_chunks(pl_run *r, pl_doc *d, plan_counts *c) {
     if (d->u->skipped) {
         c->skipped++;
         return;
@@ -195,15 +217,51 @@ out:
     free(tok);
 }
 
-int pl_plan_job(const char *job_path, bool bench) {
+static int write_manifest(pl_run *r, plan_counts *c) {
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/manifest.json", r->job.state_dir);
+    json_object_set_new(c->manifest, "version", json_integer(1));
+    json_object_set_new(c->manifest, "shards", json_integer(c->shards));
+    json_object_set_new(c->manifest, "job", json_string(r->job.file));
+    char *s = json_dumps(c->manifest, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    dp_err err = {0};
+    dp_status st = s ? dp_mkdir_p(r->job.state_dir, &err) : DP_ENOMEM;
+    if (!st) st = pl_write_atomic(path, s, strlen(s), &err);
+    free(s);
+    if (st) {
+        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        return st == DP_ENOSPC || st == DP_EIO ? PL_EXIT_IOERR : PL_EXIT_CANTCREAT;
+    }
+    printf("manifest: %s (%llu documents in %u shards, by content hash: adding files never moves existing ones)\n",
+           path, (unsigned long long)c->docs, c->shards);
+    for (uint32_t i = 0; i < c->shards; i++)
+        printf("  shard %u: %llu documents, %llu prompt tokens\n", i, (unsigned long long)c->shard_docs[i],
+               (unsigned long long)c->shard_tokens[i]);
+    return 0;
+}
+
+int pl_plan_job(const char *job_path, bool bench, uint32_t shards) {
     pl_run r;
     int rc = load(&r, job_path);
+    if (!rc && shards) {
+        /* a manifest lists every document, whatever a single run did before */
+        pl_ledger_free(r.ledger);
+        dp_err e2 = {0};
+        pl_ledger_load("", 0, &r.ledger, &e2);
+    }
     dp_err err = {0};
     if (!rc && eng_model_load(r.job.model.path, &r.model, &err)) {
         fprintf(stderr, "docpipe: %s: model.path: %s\n", job_path, dp_err_msg(&err));
         rc = PL_EXIT_CONFIG;
     }
     plan_counts c = {0};
+    c.shards = shards;
+    if (shards) {
+        c.manifest = json_pack("{s:[]}", "documents");
+        c.shard_docs = calloc(shards, sizeof(uint64_t));
+        c.shard_tokens = calloc(shards, sizeof(uint64_t));
+        if (!c.manifest || !c.shard_docs || !c.shard_tokens) rc = 70;
+    }
     if (!rc) {
         r.tok = eng_model_get_tokenizer(r.model);
         r.chat = eng_model_chat_kind(r.model);
@@ -214,6 +272,10 @@ int pl_plan_job(const char *job_path, bool bench) {
     }
     if (!rc) rc = each_doc(&r, plan_doc, &c);
     eng_tok_ws_free(c.ws);
+    if (!rc && shards) rc = write_manifest(&r, &c);
+    json_decref(c.manifest);
+    free(c.shard_docs);
+    free(c.shard_tokens);
     if (rc) {
         unload(&r);
         return rc;

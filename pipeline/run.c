@@ -177,25 +177,83 @@ static void run_free(pl_run *r) {
     job_spec_free(&r->job);
 }
 
+/* Which shard this run is: --shard I/N, else Slurm's array variables, else Kubernetes'
+ * JOB_COMPLETION_INDEX (the count from --shards or the manifest). Returns an exit code. */
+static int resolve_shard(pl_run *r, const pl_run_opts *o) {
+    uint32_t i = o->shard_i, n = o->shard_n, mn = 0;
+    char *mp = path_join(r->job.state_dir, "manifest.json");
+    dp_err err = {0};
+    dp_status st = mp ? pl_manifest_shards(mp, &mn, &err) : DP_ENOMEM;
+    free(mp);
+    if (st && st != DP_ENOENT) {
+        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        return PL_EXIT_DATAERR;
+    }
+    const char *sid = getenv("SLURM_ARRAY_TASK_ID"), *scnt = getenv("SLURM_ARRAY_TASK_COUNT");
+    const char *smin = getenv("SLURM_ARRAY_TASK_MIN"), *jci = getenv("JOB_COMPLETION_INDEX");
+    const char *from = "--shard";
+    if (!n && sid && scnt) {
+        i = (uint32_t)(atol(sid) - (smin ? atol(smin) : 0)), n = (uint32_t)atol(scnt);
+        from = "SLURM_ARRAY_TASK_ID";
+    } else if (!n && jci) {
+        i = (uint32_t)atol(jci), n = o->shards ? o->shards : mn;
+        from = "JOB_COMPLETION_INDEX";
+        if (!n) {
+            fprintf(stderr, "docpipe: JOB_COMPLETION_INDEX is set but the number of shards is unknown: pass "
+                    "--shards N or run docpipe plan %s --shards N first\n", r->job.file);
+            return PL_EXIT_USAGE;
+        }
+    }
+    if (!n) return 0;
+    if (i >= n) {
+        fprintf(stderr, "docpipe: %s gives shard %u of %u (shards are numbered 0..%u)\n", from, i, n, n - 1);
+        return PL_EXIT_USAGE;
+    }
+    if (mn != n) {
+        if (!mn) fprintf(stderr, "docpipe: shard %u/%u: %s/manifest.json is missing; run docpipe plan %s --shards %u "
+                         "first (merge checks the shards against it)\n", i, n, r->job.state_dir, r->job.file, n);
+        else fprintf(stderr, "docpipe: shard %u/%u: the manifest in %s has %u shards\n", i, n, r->job.state_dir, mn);
+        return PL_EXIT_CONFIG;
+    }
+    r->shard_i = i, r->shard_n = n;
+    return 0;
+}
+
 /* Paths and the checks that need no model. Returns an exit code (0 = go on). */
-static int open_job(pl_run *r, const char *job_path) {
+static int open_job(pl_run *r, const char *job_path, const pl_run_opts *o) {
     dp_err err = {0};
     dp_status st = job_load(job_path, &r->job, &err);
     if (st) {
         fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
         return st == DP_ENOENT || st == DP_EACCES ? PL_EXIT_NOINPUT : PL_EXIT_DATAERR;
     }
+    int rc = resolve_shard(r, o);
+    if (rc) return rc;
     const job_spec *j = &r->job;
-    r->state_dir = strdup(j->state_dir);
-    r->checkpoint_path = path_join(j->state_dir, "checkpoint.json");
-    r->ledger_path = path_join(j->state_dir, "ledger.jsonl");
-    r->lock_path = path_join(j->state_dir, "job.lock");
-    size_t n = strlen(j->outputs.jsonl) + 4;
-    r->results_path = malloc(n);
-    if (r->results_path) snprintf(r->results_path, n, "%s%s", j->outputs.jsonl, j->outputs.gzip ? ".gz" : "");
+    char part[64] = "";
+    if (r->shard_n) {
+        /* a shard writes part-I-of-N files beside the job's outputs and keeps its own state */
+        snprintf(part, sizeof(part), "shard-%u-of-%u", r->shard_i, r->shard_n);
+        r->state_dir = path_join(j->state_dir, part);
+        snprintf(part, sizeof(part), "part-%u-of-%u.", r->shard_i, r->shard_n);
+    } else {
+        r->state_dir = strdup(j->state_dir);
+    }
+    r->checkpoint_path = r->state_dir ? path_join(r->state_dir, "checkpoint.json") : NULL;
+    r->ledger_path = r->state_dir ? path_join(r->state_dir, "ledger.jsonl") : NULL;
+    r->lock_path = r->state_dir ? path_join(r->state_dir, "job.lock") : NULL;
     char *od = dir_of(j->outputs.jsonl);
-    r->errors_path = od ? path_join(od, "errors.jsonl") : NULL;
-    r->status_path = od ? path_join(od, "status.json") : NULL;
+    size_t n = strlen(j->outputs.jsonl) + 96;
+    r->results_path = malloc(n);
+    if (r->results_path && r->shard_n && od)
+        snprintf(r->results_path, n, "%s/%sjsonl%s", od, part, j->outputs.gzip ? ".gz" : "");
+    else if (r->results_path)
+        snprintf(r->results_path, n, "%s%s", j->outputs.jsonl, j->outputs.gzip ? ".gz" : "");
+    char name[96];
+    snprintf(name, sizeof(name), "%serrors.jsonl", part);
+    r->errors_path = od ? path_join(od, name) : NULL;
+    snprintf(name, sizeof(name), "%sstatus.json", part);
+    r->status_path = od ? path_join(od, name) : NULL;
     if (!r->state_dir || !r->checkpoint_path || !r->ledger_path || !r->lock_path || !r->results_path ||
         !r->errors_path || !r->status_path) {
         free(od);
@@ -443,7 +501,7 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
     if (!r) return 70;
     run_init(r);
     int rc;
-    if ((rc = open_job(r, job_path)) || (rc = lock_job(r)) || (rc = open_state(r, o->restart)) ||
+    if ((rc = open_job(r, job_path, o)) || (rc = lock_job(r)) || (rc = open_state(r, o->restart)) ||
         (rc = open_model(r, o))) {
         run_free(r);
         free(r);

@@ -48,6 +48,7 @@ typedef struct pl_unit {
     char *out_rel;              /* path under outputs.per_document_dir */
     const char *filename, *ext; /* inside path */
     char sha[65];               /* of the file's bytes (or the .jsonl line's); "" when unread */
+    uint64_t size;              /* bytes of the file (or the line) */
     char key[17];               /* custom_id prefix: sha256(path, sha) */
     bool skipped;               /* finished in an earlier run */
     bool failed_before;         /* ... and failed there (it still counts for the exit code) */
@@ -103,6 +104,7 @@ typedef struct pl_run {
     pl_queue *q_docs, *q_items, *q_done;
     dp_mutex mu;                /* registry, counters, first error */
     pl_unit reg;                /* registry sentinel */
+    uint32_t shard_i, shard_n;  /* this run's shard (shard_n = 0: the whole job) */
     _Atomic int stopping;       /* stop admitting work (signal or failure) */
     dp_status fail_status;      /* first fatal error */
     dp_err fail_err;
@@ -142,6 +144,9 @@ void pl_custom_id(const pl_unit *u, const pl_result *res, bool per_chunk, char o
 /* rel made safe to use under an output folder: no empty, "." or ".." parts, no control
  * characters, backslashes or colons, no leading dots; parts cut at 200 bytes. */
 void pl_safe_relpath(const char *rel, char *out, size_t cap);
+
+/* The shard (0..n-1) a document belongs to: by content hash, else (unread) by path. */
+uint32_t pl_shard_of(const char *sha, const char *path, uint32_t n);
 
 /* The JSON line (no newline) of a result or of a failure; free() it. */
 char *pl_record_line(const pl_run *r, const pl_unit *u, const pl_result *res);

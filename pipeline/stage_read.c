@@ -115,6 +115,35 @@ static void hash_hex(const void *data, size_t n, char out[65]) {
     dp_sha256_hex(d, out);
 }
 
+/* The shard of a document: by its content hash, so adding files never moves existing ones; a
+ * document read without a hash (too large, unreadable) goes by its path. */
+uint32_t pl_shard_of(const char *sha, const char *path, uint32_t n) {
+    uint8_t d[32];
+    if (sha && sha[0]) {
+        uint64_t x = 0;
+        for (int i = 0; i < 16; i++) {
+            const char c = sha[i];
+            x = x << 4 | (uint64_t)(c >= 'a' ? c - 'a' + 10 : c - '0');
+        }
+        return (uint32_t)(x % n);
+    }
+    dp_sha256_digest(path, strlen(path), d);
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++) x = x << 8 | d[i];
+    return (uint32_t)(x % n);
+}
+
+/* False when a sharded run leaves this document to another shard. */
+static bool mine(const pl_run *r, const char *sha, const char *disp, const char *rel, const char *suffix) {
+    if (!r->shard_n) return true;
+    char path[8192];
+    snprintf(path, sizeof(path), "%s/%s%s", disp, rel, suffix);
+    char *shown = utf8_copy(path, strlen(path)); /* the path as records (and the manifest) show it */
+    const bool m = pl_shard_of(sha, shown ? shown : path, r->shard_n) == r->shard_i;
+    free(shown);
+    return m;
+}
+
 static bool skip_done(pl_run *r, pl_unit *u) {
     const pl_ledger_status st = pl_ledger_get(r->ledger, u->path, u->sha);
     if (st == PL_LEDGER_NONE) return false;
@@ -134,11 +163,14 @@ static bool read_jsonl(pl_run *r, const job_input *in, const char *disp, const p
         size_t tl = ll;
         while (tl && (ls[tl - 1] == '\r' || ls[tl - 1] == ' ' || ls[tl - 1] == '\t')) tl--;
         if (!tl) continue;
-        char suffix[32];
+        char suffix[32], sha[65];
         snprintf(suffix, sizeof(suffix), "#L%d", lineno);
+        hash_hex(ls, ll, sha);
+        if (!mine(r, sha, disp, f->rel, suffix)) continue;
         pl_unit *u = unit_new(r, disp, f->rel, suffix, ii);
         if (!u) return false;
-        hash_hex(ls, ll, u->sha);
+        memcpy(u->sha, sha, 65);
+        u->size = ll;
         set_key(u);
         if (skip_done(r, u)) {
             if (!emit(r, u, NULL)) return false;
@@ -161,47 +193,45 @@ static bool read_jsonl(pl_run *r, const job_input *in, const char *disp, const p
 
 static bool read_file(pl_run *r, const job_input *in, const char *disp, const pl_file *f, size_t ii) {
     const bool jsonl = strlen(f->rel) > 6 && !strcmp(f->rel + strlen(f->rel) - 6, ".jsonl");
-    if (jsonl && !f->too_large) {
-        char *data = NULL;
-        size_t len = 0;
-        dp_err err = {0};
-        if (!dp_file_read_all(f->abs, (size_t)in->max_file_size, &data, &len, &err)) {
-            bool ok = read_jsonl(r, in, disp, f, ii, data, len);
-            free(data);
-            return ok;
-        }
-        pl_unit *u = unit_new(r, disp, f->rel, "", ii);
-        if (!u) return false;
-        set_key(u);
-        fail_doc(u, "input_unreadable", "%s", dp_err_msg(&err));
-        return emit(r, u, NULL);
-    }
-    pl_unit *u = unit_new(r, disp, f->rel, "", ii);
-    if (!u) return false;
-    char detail[96];
-    if (f->too_large) {
-        set_key(u);
-        snprintf(detail, sizeof(detail), "%llu bytes, more than inputs.max_file_size (%lld)",
-                 (unsigned long long)f->size, (long long)in->max_file_size);
-        fail_doc(u, "too_large", "%s", detail);
-        return emit(r, u, NULL);
-    }
-    if (!pl_extract_supported(f->rel)) {
-        set_key(u);
-        fail_doc(u, "unsupported_format", "%s: no reader for this file type (see docs/job-file.md, inputs)",
-                 u->filename);
-        return emit(r, u, NULL);
-    }
     char *data = NULL;
     size_t len = 0;
     dp_err err = {0};
-    if (dp_file_read_all(f->abs, (size_t)in->max_file_size, &data, &len, &err)) {
-        set_key(u);
-        fail_doc(u, err.code == DP_ERANGE ? "too_large" : "input_unreadable", "%s", dp_err_msg(&err));
+    const char *code = NULL;
+    char detail[160];
+    if (f->too_large) {
+        code = "too_large";
+        snprintf(detail, sizeof(detail), "%llu bytes, more than inputs.max_file_size (%lld)",
+                 (unsigned long long)f->size, (long long)in->max_file_size);
+    } else if (!jsonl && !pl_extract_supported(f->rel)) {
+        code = "unsupported_format";
+        snprintf(detail, sizeof(detail), "no reader for this file type (see docs/job-file.md, inputs)");
+    } else if (dp_file_read_all(f->abs, (size_t)in->max_file_size, &data, &len, &err)) {
+        code = err.code == DP_ERANGE ? "too_large" : "input_unreadable";
+        snprintf(detail, sizeof(detail), "%s", dp_err_msg(&err));
+    } else if (jsonl) {
+        bool ok = read_jsonl(r, in, disp, f, ii, data, len);
+        free(data);
+        return ok;
+    }
+    /* a document that cannot be read has no content hash: it gets its error record by path */
+    char sha[65] = "";
+    if (!code) hash_hex(data, len, sha);
+    if (!mine(r, sha, disp, f->rel, "")) {
+        free(data);
+        return true;
+    }
+    pl_unit *u = unit_new(r, disp, f->rel, "", ii);
+    if (!u) {
+        free(data);
+        return false;
+    }
+    memcpy(u->sha, sha, 65);
+    u->size = f->size;
+    set_key(u);
+    if (code) {
+        fail_doc(u, code, "%s", detail);
         return emit(r, u, NULL);
     }
-    hash_hex(data, len, u->sha);
-    set_key(u);
     if (skip_done(r, u)) {
         free(data);
         return emit(r, u, NULL);

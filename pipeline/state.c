@@ -232,6 +232,22 @@ char *pl_ledger_line(const char *path, const char *sha256, bool ok, int64_t reco
     return s;
 }
 
+dp_status pl_manifest_shards(const char *path, uint32_t *n, dp_err *err) {
+    *n = 0;
+    if (!dp_path_exists(path)) return dp_err_set(err, DP_ENOENT, "%s: no manifest", path);
+    json_error_t je;
+    json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *v = json_object_get(o, "shards");
+    dp_status st = DP_OK;
+    if (!o) st = dp_err_set(err, DP_EFORMAT, "%s:%d:%d: damaged manifest: %s", path, je.line, je.column, je.text);
+    else if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 65536 ||
+             !json_is_array(json_object_get(o, "documents")))
+        st = dp_err_set(err, DP_EFORMAT, "%s: damaged manifest: shards or documents missing", path);
+    else *n = (uint32_t)json_integer_value(v);
+    json_decref(o);
+    return st;
+}
+
 /* ---- Model hash cache ------------------------------------------------------------------- */
 
 dp_status pl_model_sha256(const char *model_path, const char *state_dir, char out[65], dp_err *err) {

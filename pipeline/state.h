@@ -53,6 +53,10 @@ size_t pl_ledger_count(const pl_ledger *l, pl_ledger_status st);
 /* The ledger line for a document (no newline); free() it. */
 char *pl_ledger_line(const char *path, const char *sha256, bool ok, int64_t records, int64_t errors);
 
+/* The shard count of STATE/manifest.json (written by `docpipe plan --shards N`); DP_ENOENT
+ * when there is none. */
+dp_status pl_manifest_shards(const char *path, uint32_t *n, dp_err *err);
+
 /* The sha256 of the model file, from state_dir's cache when size, mtime and inode still match. */
 dp_status pl_model_sha256(const char *model_path, const char *state_dir, char out[65], dp_err *err);
 

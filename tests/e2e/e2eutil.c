@@ -65,7 +65,7 @@ json_t *e2e_load_records(const char *path, size_t *n_lines) {
         char *nl = memchr(buf + p, '\n', n - p);
         if (!nl) fail_msg("%s: last line has no newline (torn write)", path);
         json_error_t je;
-        json_t *o = json_loadb(buf + p, (size_t)(nl - (buf + p)), JSON_REJECT_DUPLICATES, &je);
+        json_t *o = json_loadb(buf + p, (size_t)(nl - (buf + p)), JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
         if (!o || !json_is_object(o)) fail_msg("%s: line %zu is not a JSON object: %s", path, lines + 1, je.text);
         const char *cid = json_string_value(json_object_get(o, "custom_id"));
         if (!cid) fail_msg("%s: line %zu has no custom_id", path, lines + 1);
