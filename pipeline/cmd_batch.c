@@ -201,6 +201,39 @@ static void write_error(FILE *out, const req *r, long *n_id) {
 
 static void drop_req(void *r) { req_free(r); }
 
+/* The prompt head the first two valid requests share (a common system message), computed once
+ * and copied into every request that starts with it, in whole pieces, so each request's numbers
+ * are the same as without sharing (and for any --seqs or order). DOCPIPE_NO_PREFIX=1 turns it
+ * off. */
+static dp_status shared_head(const eng_model *m, pl_sched *sch, const char *data, size_t len, int32_t n_ctx,
+                             bool think, dp_err *err) {
+    const char *off = getenv("DOCPIPE_NO_PREFIX");
+    if (off && *off == '1') return DP_OK;
+    req *first[2] = {NULL, NULL};
+    int n = 0, lineno = 0;
+    for (size_t pos = 0; pos < len && n < 2;) {
+        const char *ls = data + pos, *nl = memchr(ls, '\n', len - pos);
+        size_t ll = nl ? (size_t)(nl - ls) : len - pos;
+        pos += ll + (nl ? 1 : 0);
+        lineno++;
+        while (ll && (ls[ll - 1] == '\r' || ls[ll - 1] == ' ')) ll--;
+        if (!ll) continue;
+        req *r = parse_request(m, ls, ll, lineno, n_ctx, think);
+        if (r && !r->err_code) first[n++] = r;
+        else req_free(r);
+    }
+    dp_status st = DP_OK;
+    if (n == 2) {
+        size_t k = 0;
+        while (k < first[0]->prompt.n && k < first[1]->prompt.n && first[0]->prompt.ids[k] == first[1]->prompt.ids[k]) k++;
+        if (k >= PL_SCHED_PIECE && (int64_t)k + 8 < n_ctx)
+            st = pl_sched_set_prefix(sch, first[0]->prompt.ids, (int32_t)k, err);
+    }
+    req_free(first[0]);
+    req_free(first[1]);
+    return st;
+}
+
 typedef struct batch_run {
     FILE *out;
     const char *model;
@@ -289,7 +322,7 @@ int pl_cmd_batch(int argc, char **argv) {
     }
     eng_context_params cp = eng_context_default_params();
     cp.n_ctx = n_ctx;
-    cp.n_seq_max = seqs;
+    cp.n_seq_max = seqs + 1; /* + the shared prompt head */
     cp.n_threads = (int)threads;
     cp.device = (eng_device)device;
     cp.n_ubatch = seqs * PIECE < 4096 ? seqs * PIECE : 4096;
@@ -316,7 +349,8 @@ int pl_cmd_batch(int argc, char **argv) {
     int lineno = 0;
     int rc = PL_EXIT_OK;
     uint64_t t0 = dp_time_ns();
-    if (pl_sched_new(c, m, (int32_t)seqs, &sch, &err)) goto fail;
+    if (pl_sched_new(c, m, (int32_t)seqs, (int32_t)cp.n_ubatch, &sch, &err)) goto fail;
+    if (shared_head(m, sch, data, len, (int32_t)n_ctx, think, &err)) goto fail;
     for (;;) {
         /* admit: fill free slots with the next runnable requests */
         while (pl_sched_free_slots(sch) && pos < len) {
@@ -345,8 +379,9 @@ int pl_cmd_batch(int argc, char **argv) {
         if (st == DP_EOF) break;
         if (st) goto fail;
     }
-    fprintf(stderr, "batch: %ld results, %ld errors in %.1f s (%s, %u slots)\n", br.n_ok, n_err,
-            (double)(dp_time_ns() - t0) / 1e9, eng_context_backend_name(c), seqs);
+    fprintf(stderr, "batch: %ld results, %ld errors in %.1f s (%s, %u slots; %llu prompt tokens from the shared head)\n",
+            br.n_ok, n_err, (double)(dp_time_ns() - t0) / 1e9, eng_context_backend_name(c), seqs,
+            (unsigned long long)pl_sched_prefix_saved(sch));
     if (n_err) rc = PL_EXIT_PARTIAL;
     goto done;
 fail:

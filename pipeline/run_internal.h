@@ -87,7 +87,7 @@ typedef struct pl_run {
     eng_model *model;
     const eng_tokenizer *tok;
     eng_chat_kind chat;
-    int32_t n_ctx, n_ctx_train;
+    int32_t n_ctx, n_ctx_train, n_ubatch;
     eng_context *ctx;
     char model_name[256];
     pl_prompt_spec map_spec, reduce_spec;

@@ -43,15 +43,17 @@ static void slot_clear(slot *s) {
     memset(s, 0, sizeof(*s));
 }
 
-dp_status pl_sched_new(eng_context *c, const eng_model *m, int32_t n_slots, pl_sched **out, dp_err *err) {
+dp_status pl_sched_new(eng_context *c, const eng_model *m, int32_t n_slots, int32_t max_step, pl_sched **out,
+                       dp_err *err) {
     pl_sched *s = calloc(1, sizeof(*s));
     if (!s) return dp_err_set(err, DP_ENOMEM, "scheduler: out of memory");
     s->c = c;
     s->tok = eng_model_get_tokenizer(m);
     s->n_vocab = (int32_t)eng_model_get_info(m)->n_vocab;
     s->n_slots = n_slots;
-    /* a step holds at most one piece per slot; the engine splits longer batches itself */
-    s->n_ubatch = n_slots * PL_SCHED_PIECE;
+    /* a step holds at most one piece per slot, and never more than the engine takes in one go */
+    s->n_ubatch = n_slots * PL_SCHED_PIECE < max_step ? n_slots * PL_SCHED_PIECE : max_step;
+    if (s->n_ubatch < PL_SCHED_PIECE) s->n_ubatch = PL_SCHED_PIECE;
     s->sl = calloc((size_t)n_slots, sizeof(slot));
     s->bt = malloc((size_t)s->n_ubatch * 3 * sizeof(int32_t));
     s->bw = malloc((size_t)s->n_ubatch);
@@ -84,6 +86,7 @@ dp_status pl_sched_set_prefix(pl_sched *s, const int32_t *prefix, int32_t n, dp_
     const int32_t seq = s->n_slots;
     eng_tokens_free(&s->prefix);
     eng_seq_clear(s->c, seq);
+    n -= n % PL_SCHED_PIECE; /* whole pieces: requests then compute exactly what they would alone */
     if (n < 1) return DP_OK;
     /* the same fixed pieces a request would use for these positions */
     for (int32_t p = 0; p < n; p += PL_SCHED_PIECE) {
@@ -186,10 +189,12 @@ dp_status pl_sched_step(pl_sched *s, pl_sched_done_fn done, void *cb, dp_err *er
         slot *sl = &s->sl[k];
         if (!sl->busy) continue;
         if (sl->decoding) {
+            if (n + 1 > s->n_ubatch) continue; /* next step */
             s->bt[n] = sl->next, s->bpos[n] = (int32_t)sl->prompt.n + sl->n_gen - 1, s->bseq[n] = k, s->bw[n] = 1;
             n++;
         } else {
             const int32_t left = (int32_t)sl->prompt.n - sl->n_fed, take = left < PL_SCHED_PIECE ? left : PL_SCHED_PIECE;
+            if (n + take > s->n_ubatch) continue; /* whole pieces only: next step */
             for (int32_t i = 0; i < take; i++) {
                 s->bt[n] = sl->prompt.ids[sl->n_fed + i], s->bpos[n] = sl->n_fed + i, s->bseq[n] = k;
                 s->bw[n] = i == take - 1 && take == left;

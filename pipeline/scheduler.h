@@ -10,10 +10,10 @@
  *       st = pl_sched_step(s, on_done, cb, &err);   // DP_EOF: nothing admitted, idle
  *   }
  *
- * Batch invariance: prompt pieces are cut at fixed offsets of the request's own prompt and
- * each request samples from its own seeded sampler, so a request's tokens do not depend on
- * what else runs in the step or on admission order (the engine's kernels reduce in a fixed
- * order per row).
+ * Batch invariance: prompt pieces are cut at fixed offsets of the request's own prompt, a step
+ * only takes whole pieces (at most max_step tokens, so the engine never splits one), and each
+ * request samples from its own seeded sampler, so a request's tokens do not depend on what else
+ * runs in the step or on admission order (the engine's kernels reduce in a fixed order per row).
  */
 #ifndef PL_SCHEDULER_H
 #define PL_SCHEDULER_H
@@ -50,8 +50,11 @@ typedef void (*pl_sched_done_fn)(void *cb, const pl_gen_out *out);
 /* The prompt piece every prefilling slot contributes to a step. */
 #define PL_SCHED_PIECE 256
 
-/* n_slots <= the context's n_seq_max; the context's n_ubatch must be >= PL_SCHED_PIECE. */
-dp_status pl_sched_new(eng_context *c, const eng_model *m, int32_t n_slots, pl_sched **out, dp_err *err);
+/* n_slots < the context's n_seq_max (one more holds the shared prefix); max_step = the
+ * context's n_ubatch (>= PL_SCHED_PIECE): a step never holds more, so the engine never splits a
+ * piece, which would change a sequence's numbers with what else runs. */
+dp_status pl_sched_new(eng_context *c, const eng_model *m, int32_t n_slots, int32_t max_step, pl_sched **out,
+                       dp_err *err);
 void pl_sched_free(pl_sched *s);
 int32_t pl_sched_free_slots(const pl_sched *s);
 int32_t pl_sched_active(const pl_sched *s);
@@ -63,8 +66,9 @@ dp_status pl_sched_step(pl_sched *s, pl_sched_done_fn done, void *cb, dp_err *er
 /* Computes prefix[0..n) once, in a sequence of its own (id n_slots: the context needs
  * n_slots + 1 sequences), and starts every later request whose prompt begins with it (and is
  * longer) from a copy of that sequence (eng_seq_copy) instead of recomputing it: a job's chat
- * frame and system prompt are computed once for the whole run. Requests past the prefix are
- * still cut at fixed offsets of their own prompt, so results stay independent of batching. */
+ * frame and system prompt are computed once for the whole run. The prefix is cut down to whole
+ * pieces (a multiple of PL_SCHED_PIECE), so a request computes exactly the pieces it would
+ * compute alone: its results are bit-identical with or without sharing. */
 dp_status pl_sched_set_prefix(pl_sched *s, const int32_t *prefix, int32_t n, dp_err *err);
 /* Prompt tokens not computed thanks to the prefix so far. */
 uint64_t pl_sched_prefix_saved(const pl_sched *s);

@@ -235,16 +235,16 @@ static dp_status shared_prefix(infer *f) {
     if (!st) st = pl_prompt_tokens(r->tok, f->ws, &r->map_spec, &vb, "omega\n", 6, &b, &f->err);
     size_t n = 0;
     while (!st && n < a.n && n < b.n && a.ids[n] == b.ids[n]) n++;
-    /* below a few tokens the copy costs more than it saves; DOCPIPE_NO_PREFIX=1 turns sharing off
+    /* shared in whole pieces only (see pl_sched_set_prefix); DOCPIPE_NO_PREFIX=1 turns sharing off
      * (tests/bench/prefix.sh measures the difference) */
     const char *off = getenv("DOCPIPE_NO_PREFIX");
     /* a head that leaves no room for content and generation helps no request (they all fail
      * with context_length_exceeded) */
     const bool fits = (int64_t)n + r->job.generation.max_tokens + 8 <= r->n_ctx;
-    if (!st && n >= 16 && fits && !(off && *off == '1')) {
+    if (!st && n >= PL_SCHED_PIECE && fits && !(off && *off == '1')) {
         st = pl_sched_set_prefix(f->s, a.ids, (int32_t)n, &f->err);
         dp_mutex_lock(&r->mu);
-        r->n_prefix_tokens = n;
+        r->n_prefix_tokens = n - n % PL_SCHED_PIECE;
         dp_mutex_unlock(&r->mu);
     }
     eng_tokens_free(&a);
@@ -256,7 +256,7 @@ void *pl_stage_infer(void *arg) {
     pl_run *r = arg;
     infer f = {.r = r};
     bool input_done = false;
-    if ((f.st = pl_sched_new(r->ctx, r->model, (int32_t)r->job.model.max_sequences, &f.s, &f.err)) ||
+    if ((f.st = pl_sched_new(r->ctx, r->model, (int32_t)r->job.model.max_sequences, r->n_ubatch, &f.s, &f.err)) ||
         (f.st = eng_tok_ws_new(&f.ws) ? dp_err_set(&f.err, DP_ENOMEM, "out of memory") : DP_OK) ||
         (f.st = shared_prefix(&f)))
         goto out;

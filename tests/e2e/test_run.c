@@ -436,6 +436,36 @@ static void test_reference_job_as_written(void **state) {
     json_decref(e);
 }
 
+/* The shared prompt head changes nothing but speed: the same text with and without it. */
+static void test_shared_head_same_results(void **state) {
+    (void)state;
+    char d[4096], job[4400], res[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("head"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && for i in $(seq 1 9); do printf 'ticket %%s: disk full on node %%s.' $i $i "
+                            "> \"%s/in/t$i.txt\"; done", d, d), 0);
+    char sys[4096] = "";
+    for (int i = 0; i < 60; i++) snprintf(sys + strlen(sys), sizeof(sys) - strlen(sys), "Rule %d: be brief. ", i);
+    char extra[8192];
+    snprintf(extra, sizeof(extra), "prompts:\n  system: \"%s\"\n  template: \"Triage {{filename}}: {{content}}\"\n"
+             "generation:\n  max_tokens: 8\n  temperature: 0.9\n  seed: 5\noutputs:\n  jsonl: out/r.jsonl\n", sys);
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen35"), "in", extra);
+    /* e2e_write_job sets context 256: this job needs more */
+    assert_int_equal(e2e_sh("sed -i 's/context: 256/context: 1024/' '%s'", job), 0);
+    snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
+    assert_int_equal(tu_run(NULL, "run '%s'", job), 0);
+    if (!strstr(tu_last_stderr(), "shared prompt head of")) fail_msg("no shared head: %s", tu_last_stderr());
+    json_t *a = e2e_load_records(res, NULL), *ta = e2e_texts(a);
+    assert_int_equal(e2e_sh("cd '%s' && rm -rf out state", d), 0);
+    setenv("DOCPIPE_NO_PREFIX", "1", 1);
+    assert_int_equal(tu_run(NULL, "run '%s'", job), 0);
+    unsetenv("DOCPIPE_NO_PREFIX");
+    assert_null(strstr(tu_last_stderr(), "shared prompt head of"));
+    json_t *b = e2e_load_records(res, NULL), *tb = e2e_texts(b);
+    if (!json_equal(ta, tb)) fail_msg("results differ with and without the shared prompt head");
+    json_decref(a), json_decref(b), json_decref(ta), json_decref(tb);
+}
+
 static void test_safe_relpath(void **state) {
     (void)state;
     char o[256];
@@ -454,6 +484,7 @@ int main(void) {
         cmocka_unit_test(test_safe_relpath),
         cmocka_unit_test(test_examples),
         cmocka_unit_test(test_reference_job_as_written),
+        cmocka_unit_test(test_shared_head_same_results),
         cmocka_unit_test(test_bad_documents),
         cmocka_unit_test(test_exit_codes),
         cmocka_unit_test(test_disk_error_then_resume),
