@@ -20,8 +20,8 @@ if [[ -z "$model" ]]; then
 fi
 mkdir -p "$work/in"
 for i in $(seq 1 64); do printf 'Ticket %s: the export job failed at step %s.' "$i" "$((i % 7))" > "$work/in/t$i.txt"; done
-# a system prompt of about 1,000 tokens
-sys=$(for i in $(seq 1 40); do printf 'Rule %s: answer briefly and cite the ticket. ' "$i"; done)
+# a system prompt of a little over 1,024 tokens (the head is shared in whole 256-token pieces)
+sys=$(for i in $(seq 1 35); do printf 'Rule %s: answer briefly and cite the ticket. ' "$i"; done)
 cat > "$work/job.yaml" <<YAML
 model:
   path: $model
