@@ -40,6 +40,7 @@ typedef struct job_spec {
         int64_t threads;     /* 0 = all CPUs */
         int64_t max_sequences;
         char *sha256;        /* (optional) expected model hash */
+        int path_line, path_col; /* where model.path is written */
     } model;
     job_input *inputs;
     size_t n_inputs;

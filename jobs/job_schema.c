@@ -366,6 +366,12 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
         dp_status st = apply_section(c, secs[s], m, m ? map_key(root, secs[s]) : root, (uint8_t *)j);
         if (st) return st;
     }
+    {
+        /* where model.path is written, for "model file missing" messages after parsing */
+        const job_node *mp = map_get(map_get(root, "model"), "path");
+        j->model.path_line = mp ? mp->line : 1;
+        j->model.path_col = mp ? mp->col : 1;
+    }
     /* state_dir: a top-level value */
     job_node top = *root;
     dp_status st;

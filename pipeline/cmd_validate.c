@@ -27,7 +27,8 @@ int pl_cmd_validate(int argc, char **argv) {
     int rc = PL_EXIT_OK;
     dp_stat_info si;
     if (dp_stat(j.model.path, true, &si, NULL) || si.kind != DP_KIND_FILE) {
-        fprintf(stderr, "docpipe validate: %s: model.path: %s is not a readable file\n", argv[1], j.model.path);
+        fprintf(stderr, "docpipe validate: %s:%d:%d: model.path: %s is not a readable file\n", argv[1],
+                j.model.path_line, j.model.path_col, j.model.path);
         rc = PL_EXIT_CONFIG;
     }
     for (size_t i = 0; i < j.n_inputs && rc == PL_EXIT_OK; i++) {

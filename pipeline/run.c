@@ -285,7 +285,8 @@ static int open_job(pl_run *r, const char *job_path, const pl_run_opts *o) {
     }
     dp_stat_info si;
     if (dp_stat(j->model.path, true, &si, NULL) || si.kind != DP_KIND_FILE) {
-        fprintf(stderr, "docpipe: %s: model.path: %s is not a readable file\n", j->file, j->model.path);
+        fprintf(stderr, "docpipe: %s:%d:%d: model.path: %s is not a readable file\n", j->file, j->model.path_line,
+                j->model.path_col, j->model.path);
         return PL_EXIT_CONFIG;
     }
     return 0;
@@ -455,7 +456,8 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     dp_err err = {0};
     const job_spec *j = &r->job;
     if (eng_model_load(j->model.path, &r->model, &err)) {
-        fprintf(stderr, "docpipe: %s: model.path: %s\n", j->file, dp_err_msg(&err));
+        fprintf(stderr, "docpipe: %s:%d:%d: model.path: %s\n", j->file, j->model.path_line, j->model.path_col,
+                dp_err_msg(&err));
         return PL_EXIT_CONFIG;
     }
     r->tok = eng_model_get_tokenizer(r->model);

@@ -247,6 +247,7 @@ static void test_exit_codes(void **state) {
     snprintf(job, sizeof(job), "%s/nomodel.yaml", d);
     e2e_write_job(job, tu_tmp("no-such-model.gguf"), "in", gen);
     assert_int_equal(tu_run(NULL, "run '%s'", job), 78);
+    assert_non_null(strstr(tu_last_stderr(), "nomodel.yaml:2:9: model.path"));
     /* 65: output inside an input folder */
     snprintf(job, sizeof(job), "%s/loop.yaml", d);
     e2e_write_job(job, e2e_model("qwen35"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 6\n"
