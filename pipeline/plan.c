@@ -102,9 +102,63 @@ static void count_status(pl_run *r, pl_doc *d, void *ud) {
     else c->pending++;
 }
 
+/* A sharded job: each shard's state folder, against the manifest's documents. */
+static void status_shards(const pl_run *r, uint32_t n) {
+    char path[4400];
+    snprintf(path, sizeof(path), "%s/manifest.json", r->job.state_dir);
+    json_t *man = json_load_file(path, 0, NULL);
+    json_t *docs = json_object_get(man, "documents");
+    printf("sharded: %u shards (manifest %s, %zu documents)\n", n, path, json_array_size(docs));
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t in_shard = 0, done = 0, unread = 0;
+        pl_checkpoint ck;
+        pl_ledger *l = NULL;
+        dp_err err = {0};
+        snprintf(path, sizeof(path), "%s/shard-%u-of-%u/checkpoint.json", r->job.state_dir, i, n);
+        const bool started = pl_checkpoint_read(path, &ck, &err) == DP_OK;
+        snprintf(path, sizeof(path), "%s/shard-%u-of-%u/ledger.jsonl", r->job.state_dir, i, n);
+        if (pl_ledger_load(path, started ? ck.ledger_bytes : 0, &l, &err)) {
+            printf("  shard %u: %s\n", i, dp_err_msg(&err));
+            pl_ledger_free(l);
+            if (started) pl_checkpoint_free(&ck);
+            continue;
+        }
+        size_t k;
+        json_t *d;
+        json_array_foreach(docs, k, d) {
+            if ((uint32_t)json_integer_value(json_object_get(d, "shard")) != i) continue;
+            in_shard++;
+            const char *dp = json_string_value(json_object_get(d, "path")), *sha = json_string_value(json_object_get(d, "sha256"));
+            if (!sha || !sha[0]) unread++; /* unreadable when planned: an error record every run */
+            else done += dp && pl_ledger_get(l, dp, sha) != PL_LEDGER_NONE;
+        }
+        printf("  shard %u: %llu documents, %llu done (%zu ok, %zu failed), %llu pending, %llu unreadable; %s\n", i,
+               (unsigned long long)in_shard, (unsigned long long)done, pl_ledger_count(l, PL_LEDGER_OK),
+               pl_ledger_count(l, PL_LEDGER_FAILED), (unsigned long long)(in_shard - done - unread),
+               (unsigned long long)unread,
+               !started ? "not started" : ck.complete ? "complete" : "interrupted or running");
+        pl_ledger_free(l);
+        if (started) pl_checkpoint_free(&ck);
+    }
+    json_decref(man);
+}
+
 int pl_status_job(const char *job_path) {
     pl_run r;
     int rc = load(&r, job_path);
+    if (!rc) {
+        char mp[4400];
+        uint32_t n = 0;
+        dp_err err = {0};
+        snprintf(mp, sizeof(mp), "%s/manifest.json", r.job.state_dir);
+        if (pl_manifest_shards(mp, &n, &err) == DP_OK && n > 0) {
+            status_shards(&r, n);
+            if (!r.ck.results_path) { /* no unsharded run of this job: nothing more to say */
+                unload(&r);
+                return 0;
+            }
+        }
+    }
     status_counts c = {0};
     if (!rc) rc = each_doc(&r, count_status, &c);
     if (!rc) {

@@ -88,6 +88,11 @@ static void test_four_shards_equal_one_run(void **state) {
         fail_msg("shards 0, 1, 3 exited %d %d %d", rca, rcb, rcc);
     assert_int_equal(tu_run(NULL, "merge '%s'", job), 75);
     assert_non_null(strstr(tu_last_stderr(), "shard 2"));
+    /* status shows each shard: 0, 1 and 3 complete, 2 interrupted with documents pending */
+    assert_int_equal(tu_run(&out, "status '%s'", job), 0);
+    if (!strstr(out, "sharded: 4 shards") || !strstr(out, "interrupted or running") || strstr(out, "shard 0: 0 documents"))
+        fail_msg("status: %s", out);
+    free(out);
     /* shard 2 again: it resumes */
     int rc2 = wait_rc(spawn(job, "2/4", NULL));
     if (rc2 != 0 && rc2 != 3) fail_msg("shard 2 rerun exited %d", rc2);
