@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rng.h"
+
 typedef struct cand {
     int32_t id;
     float logit;
@@ -32,13 +34,6 @@ eng_sampler_params eng_sampler_default_params(void) {
     eng_sampler_params p = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_penalty = 1.0f,
                             .penalty_last_n = 64, .seed = 0xFFFFFFFFu};
     return p;
-}
-
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
 }
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -69,7 +64,7 @@ dp_status eng_sampler_new(const eng_sampler_params *p, int32_t n_vocab, eng_samp
         return dp_err_set(err, DP_ENOMEM, "out of memory for a sampler");
     }
     uint64_t seed = p->seed;
-    for (int i = 0; i < 4; i++) s->rng[i] = splitmix(&seed);
+    for (int i = 0; i < 4; i++) s->rng[i] = dp_splitmix64(&seed);
     *out = s;
     return DP_OK;
 }

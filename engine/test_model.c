@@ -24,6 +24,7 @@
 #include "gguf_writer.h"
 #include "parallel.h"
 #include "quant.h"
+#include "rng.h"
 #include "tokenizer.h"
 
 void eng_test_model_defaults(eng_test_model_params *p, eng_arch arch) {
@@ -301,23 +302,16 @@ typedef struct gen_ctx {
     size_t row_bytes;
 } gen_ctx;
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Approximately normal: the sum of four 16-bit uniforms (Irwin-Hall), rescaled to unit
  * variance. Plenty for random weights and far cheaper than Box-Muller. */
 static float rand_normal(uint64_t *s) {
-    uint64_t r = splitmix64(s);
+    uint64_t r = dp_splitmix64(s);
     float sum = (float)(r & 0xFFFF) + (float)((r >> 16) & 0xFFFF) + (float)((r >> 32) & 0xFFFF) +
                 (float)(r >> 48);
     return (sum / 65536.0f - 2.0f) * 1.7320508f;
 }
 
-static float rand_uniform(uint64_t *s) { return (float)(splitmix64(s) >> 40) / 16777216.0f; }
+static float rand_uniform(uint64_t *s) { return (float)(dp_splitmix64(s) >> 40) / 16777216.0f; }
 
 static void gen_rows(void *vctx, int64_t lo, int64_t hi) {
     gen_ctx *c = vctx;

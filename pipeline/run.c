@@ -10,6 +10,7 @@
 
 #include "exit_codes.h"
 #include "progress.h"
+#include "rng.h"
 #include "run_internal.h"
 #include "sha256.h"
 
@@ -70,13 +71,6 @@ void pl_doc_free(void *p) {
     free(d);
 }
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 eng_sampler_params pl_run_sampler(const pl_run *r, const char *custom_id) {
     eng_sampler_params sp = eng_sampler_default_params();
     const job_spec *j = &r->job;
@@ -90,7 +84,7 @@ eng_sampler_params pl_run_sampler(const pl_run *r, const char *custom_id) {
     sp.frequency_penalty = (float)j->generation.frequency_penalty;
     uint64_t x = (uint64_t)j->generation.seed;
     for (const char *c = custom_id; *c; c++) x = (x ^ (uint8_t)*c) * 0x100000001b3ull;
-    sp.seed = splitmix64(&x);
+    sp.seed = dp_splitmix64(&x);
     return sp;
 }
 
