@@ -461,3 +461,10 @@ void dp_time_format(int64_t t, bool date_only, char out[32]) {
     gmtime_r(&tt, &tm);
     strftime(out, 32, date_only ? "%Y-%m-%d" : "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
+
+void dp_path_dir(const char *path, char *out, size_t cap) {
+    snprintf(out, cap, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (!slash) snprintf(out, cap, ".");
+    else *(slash == out ? slash + 1 : slash) = 0;
+}

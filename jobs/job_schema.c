@@ -443,10 +443,7 @@ dp_status job_load(const char *path, job_spec *out, dp_err *err) {
     dp_status st = dp_file_read_all(path, JOB_YAML_MAX_BYTES, &data, &len, err);
     if (st) return st;
     char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    else snprintf(dir, sizeof(dir), ".");
+    dp_path_dir(path, dir, sizeof(dir));
     st = job_load_buffer(data, len, path, dir, out, err);
     free(data);
     return st;

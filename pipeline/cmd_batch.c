@@ -201,6 +201,19 @@ static void write_error(FILE *out, const req *r, long *n_id) {
 
 static void drop_req(void *r) { req_free(r); }
 
+/* The next request line of data from *pos (trailing CR and blanks cut; *len 0 for a blank
+ * line), counting lines in *lineno. NULL at the end of data. */
+static const char *next_line(const char *data, size_t n, size_t *pos, int *lineno, size_t *len) {
+    if (*pos >= n) return NULL;
+    const char *ls = data + *pos, *nl = memchr(ls, '\n', n - *pos);
+    size_t ll = nl ? (size_t)(nl - ls) : n - *pos;
+    *pos += ll + (nl ? 1 : 0);
+    (*lineno)++;
+    while (ll && (ls[ll - 1] == '\r' || ls[ll - 1] == ' ')) ll--;
+    *len = ll;
+    return ls;
+}
+
 /* The prompt head the first two valid requests share (a common system message), computed once
  * and copied into every request that starts with it, in whole pieces, so each request's numbers
  * are the same as without sharing (and for any --seqs or order). DOCPIPE_NO_PREFIX=1 turns it
@@ -211,12 +224,8 @@ static dp_status shared_head(const eng_model *m, pl_sched *sch, const char *data
     if (off && *off == '1') return DP_OK;
     req *first[2] = {NULL, NULL};
     int n = 0, lineno = 0;
-    for (size_t pos = 0; pos < len && n < 2;) {
-        const char *ls = data + pos, *nl = memchr(ls, '\n', len - pos);
-        size_t ll = nl ? (size_t)(nl - ls) : len - pos;
-        pos += ll + (nl ? 1 : 0);
-        lineno++;
-        while (ll && (ls[ll - 1] == '\r' || ls[ll - 1] == ' ')) ll--;
+    size_t pos = 0, ll = 0;
+    for (const char *ls; n < 2 && (ls = next_line(data, len, &pos, &lineno, &ll));) {
         if (!ll) continue;
         req *r = parse_request(m, ls, ll, lineno, n_ctx, think);
         if (r && !r->err_code) first[n++] = r;
@@ -353,12 +362,8 @@ int pl_cmd_batch(int argc, char **argv) {
     if (shared_head(m, sch, data, len, (int32_t)n_ctx, think, &err)) goto fail;
     for (;;) {
         /* admit: fill free slots with the next runnable requests */
-        while (pl_sched_free_slots(sch) && pos < len) {
-            const char *ls = data + pos, *nl = memchr(ls, '\n', len - pos);
-            size_t ll = nl ? (size_t)(nl - ls) : len - pos;
-            pos += ll + (nl ? 1 : 0);
-            lineno++;
-            while (ll && (ls[ll - 1] == '\r' || ls[ll - 1] == ' ')) ll--;
+        size_t ll = 0;
+        for (const char *ls; pl_sched_free_slots(sch) && (ls = next_line(data, len, &pos, &lineno, &ll));) {
             if (!ll) continue;
             req *r = parse_request(m, ls, ll, lineno, (int32_t)n_ctx, think);
             if (!r) continue;

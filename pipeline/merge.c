@@ -101,17 +101,11 @@ static int add_part(merged *m, const char *path, bool required) {
 
 static dp_status write_out(const char *path, const char *data, size_t len, bool gz, dp_err *err) {
     if (!gz) return pl_write_atomic(path, data, len, err);
-    uLongf cap = compressBound((uLong)len) + 64;
-    uint8_t *buf = malloc(cap);
-    if (!buf) return dp_err_set(err, DP_ENOMEM, "out of memory");
-    z_stream z;
-    memset(&z, 0, sizeof(z));
-    deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-    z.next_in = (Bytef *)(uintptr_t)data, z.avail_in = (uInt)len, z.next_out = buf, z.avail_out = (uInt)cap;
-    const int zr = deflate(&z, Z_FINISH);
-    const size_t n = z.total_out;
-    deflateEnd(&z);
-    dp_status st = zr == Z_STREAM_END ? pl_write_atomic(path, buf, n, err) : dp_err_set(err, DP_ERROR, "%s: gzip failed", path);
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    if (len > 0x7fffffffu || pl_gzip_member((const uint8_t *)data, len, &buf, &n))
+        return dp_err_set(err, DP_ENOMEM, "%s: cannot compress %zu bytes", path, len);
+    dp_status st = pl_write_atomic(path, buf, n, err);
     free(buf);
     return st;
 }
@@ -144,10 +138,7 @@ int pl_merge_job(const char *job_path) {
     }
     merged res = {json_object(), json_array(), json_object()}, errs = {json_object(), json_array(), json_object()};
     char od[4096];
-    snprintf(od, sizeof(od), "%s", j.outputs.jsonl);
-    char *slash = strrchr(od, '/');
-    if (slash) *slash = 0;
-    else snprintf(od, sizeof(od), ".");
+    dp_path_dir(j.outputs.jsonl, od, sizeof(od));
     int missing_parts = 0;
     for (json_int_t i = 0; i < n && !rc; i++) {
         char p[4400];

@@ -23,10 +23,7 @@ int32_t pl_content_budget(pl_run *r, eng_tok_ws *ws, const pl_prompt_spec *spec,
                           dp_err *err);
 
 static int load(pl_run *r, const char *job_path) {
-    memset(r, 0, sizeof(*r));
-    dp_mutex_init(&r->mu);
-    r->reg.next = r->reg.prev = &r->reg;
-    dp_time_format(dp_time_wall(), true, r->date);
+    pl_run_init(r);
     dp_err err = {0};
     dp_status st = job_load(job_path, &r->job, &err);
     if (st) {
@@ -48,16 +45,6 @@ static int load(pl_run *r, const char *job_path) {
     return 0;
 }
 
-static void unload(pl_run *r) {
-    while (r->reg.next && r->reg.next != &r->reg) pl_unit_free(r, r->reg.next);
-    pl_queue_free(r->q_docs);
-    pl_ledger_free(r->ledger);
-    pl_checkpoint_free(&r->ck);
-    eng_context_free(r->ctx);
-    eng_model_free(r->model);
-    dp_mutex_free(&r->mu);
-    job_spec_free(&r->job);
-}
 
 typedef void (*doc_fn)(pl_run *r, pl_doc *d, void *ud);
 typedef struct plan_counts plan_counts;
@@ -154,12 +141,13 @@ int pl_status_job(const char *job_path) {
         if (pl_manifest_shards(mp, &n, &err) == DP_OK && n > 0) {
             status_shards(&r, n);
             if (!r.ck.results_path) { /* no unsharded run of this job: nothing more to say */
-                unload(&r);
+                pl_run_free(&r);
                 return 0;
             }
         }
     }
     status_counts c = {0};
+    r.hash_only = true; /* pending or done needs the content hash only, not the text */
     if (!rc) rc = each_doc(&r, count_status, &c);
     if (!rc) {
         if (!r.ck.results_path) printf("%s: no run yet (no checkpoint in %s)\n", job_path, r.job.state_dir);
@@ -176,7 +164,7 @@ int pl_status_job(const char *job_path) {
         printf("skipped by the next run (unchanged): %llu; to process: %llu\n", (unsigned long long)c.done,
                (unsigned long long)(c.pending + c.unreadable));
     }
-    unload(&r);
+    pl_run_free(&r);
     return rc;
 }
 
@@ -331,7 +319,7 @@ int pl_plan_job(const char *job_path, bool bench, uint32_t shards) {
     free(c.shard_docs);
     free(c.shard_tokens);
     if (rc) {
-        unload(&r);
+        pl_run_free(&r);
         return rc;
     }
     const uint64_t reduce = r.job.chunking.mode == JOB_CHUNK_MAP_REDUCE ? c.multi : 0;
@@ -355,7 +343,7 @@ int pl_plan_job(const char *job_path, bool bench, uint32_t shards) {
                     : r.job.model.device == JOB_DEVICE_CUDA ? ENG_DEVICE_CUDA : ENG_DEVICE_AUTO;
         if (eng_context_new(r.model, &cp, &r.ctx, &err)) {
             fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
-            unload(&r);
+            pl_run_free(&r);
             return PL_EXIT_CONFIG;
         }
         double pp = 0, tg = 0;
@@ -369,6 +357,6 @@ int pl_plan_job(const char *job_path, bool bench, uint32_t shards) {
                    "answers end before max_tokens\n", t_pp, t_tg, t_pp + t_tg, (t_pp + t_tg) / 3600);
         }
     }
-    unload(&r);
+    pl_run_free(&r);
     return PL_EXIT_OK;
 }

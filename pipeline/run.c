@@ -98,12 +98,9 @@ static char *path_join(const char *dir, const char *name) {
 }
 
 static char *dir_of(const char *path) {
-    char *d = strdup(path);
-    if (!d) return NULL;
-    char *s = strrchr(d, '/');
-    if (s) *(s == d ? s + 1 : s) = 0;
-    else strcpy(d, ".");
-    return d;
+    char d[4096];
+    dp_path_dir(path, d, sizeof(d));
+    return strdup(d);
 }
 
 static void sha_hex_of(dp_sha256 *h, char out[65]) {
@@ -147,7 +144,7 @@ static bool inside(const char *path, const char *dir) {
     return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == 0);
 }
 
-static void run_free(pl_run *r) {
+void pl_run_free(pl_run *r) {
     while (r->reg.next && r->reg.next != &r->reg) pl_unit_free(r, r->reg.next);
     pl_queue_free(r->q_docs);
     pl_queue_free(r->q_items);
@@ -483,7 +480,7 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     return 0;
 }
 
-static void run_init(pl_run *r) {
+void pl_run_init(pl_run *r) {
     memset(r, 0, sizeof(*r));
     dp_mutex_init(&r->mu);
     r->reg.next = r->reg.prev = &r->reg;
@@ -496,11 +493,11 @@ static void run_init(pl_run *r) {
 int pl_run_job(const char *job_path, const pl_run_opts *o) {
     pl_run *r = calloc(1, sizeof(*r));
     if (!r) return 70;
-    run_init(r);
+    pl_run_init(r);
     int rc;
     if ((rc = open_job(r, job_path, o)) || (rc = lock_job(r)) || (rc = open_state(r, o->restart)) ||
         (rc = open_model(r, o))) {
-        run_free(r);
+        pl_run_free(r);
         free(r);
         return rc;
     }
@@ -508,7 +505,7 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
     const size_t seqs = (size_t)r->job.model.max_sequences;
     if (pl_queue_new(4, pl_doc_free, &r->q_docs) || pl_queue_new(2 * seqs + 8, pl_item_free, &r->q_items) ||
         pl_queue_new(4 * seqs + 64, NULL, &r->q_done)) {
-        run_free(r);
+        pl_run_free(r);
         free(r);
         return 70;
     }
@@ -577,7 +574,7 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
     if (!o->quiet && r->n_prefix_tokens)
         fprintf(stderr, "docpipe: shared prompt head of %llu tokens computed once: %llu prompt tokens not recomputed\n",
                 (unsigned long long)r->n_prefix_tokens, (unsigned long long)r->n_prefix_saved);
-    run_free(r);
+    pl_run_free(r);
     free(r);
     return rc;
 }

@@ -105,6 +105,7 @@ typedef struct pl_run {
     dp_mutex mu;                /* registry, counters, first error */
     pl_unit reg;                /* registry sentinel */
     uint32_t shard_i, shard_n;  /* this run's shard (shard_n = 0: the whole job) */
+    bool hash_only;             /* the reader hashes but does not extract (docpipe status) */
     _Atomic int stopping;       /* stop admitting work (signal or failure) */
     dp_status fail_status;      /* first fatal error */
     dp_err fail_err;
@@ -131,6 +132,9 @@ void pl_run_fail(pl_run *r, dp_status st, const dp_err *err, int exit_code);
 /* Stop admitting work (a signal): in-flight requests are abandoned, complete documents are
  * committed. */
 void pl_run_stop(pl_run *r);
+/* A zeroed run with its mutex, registry and date; pl_run_free releases whatever was opened. */
+void pl_run_init(pl_run *r);
+void pl_run_free(pl_run *r);
 void pl_unit_free(pl_run *r, pl_unit *u);
 void pl_item_free(void *item);
 void pl_doc_free(void *doc);

@@ -49,7 +49,7 @@ dp_status pl_sink_add(pl_sink *s, const char *line, size_t len, dp_err *err) {
     return DP_OK;
 }
 
-static dp_status gzip_member(const uint8_t *in, size_t n, uint8_t **out, size_t *out_len) {
+dp_status pl_gzip_member(const uint8_t *in, size_t n, uint8_t **out, size_t *out_len) {
     z_stream z;
     memset(&z, 0, sizeof(z));
     if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return DP_ENOMEM;
@@ -81,7 +81,7 @@ dp_status pl_sink_flush(pl_sink *s, dp_err *err) {
         size_t n = s->pending.len;
         uint8_t *gz = NULL;
         if (s->gzip) {
-            if (n > 0x7fffffffu || gzip_member(data, n, &gz, &n))
+            if (n > 0x7fffffffu || pl_gzip_member(data, n, &gz, &n))
                 return dp_err_set(err, DP_ENOMEM, "%s: cannot compress %zu bytes", s->path, s->pending.len);
             data = gz;
         }
@@ -111,10 +111,7 @@ dp_status pl_write_atomic(const char *path, const void *data, size_t len, dp_err
     char tmp[4200], dir[4096];
     if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
         return dp_err_set(err, DP_EINVAL, "%s: path too long", path);
-    snprintf(dir, sizeof(dir), "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *(slash == dir ? slash + 1 : slash) = 0;
-    else snprintf(dir, sizeof(dir), ".");
+    dp_path_dir(path, dir, sizeof(dir));
     dp_file f = {.handle = -1};
     dp_status st = pl_io_point("write", tmp, err);
     if (!st) st = dp_file_open(&f, tmp, DP_FILE_WRITE | DP_FILE_CREATE | DP_FILE_TRUNC, err);

@@ -39,6 +39,9 @@ dp_status pl_sink_flush(pl_sink *s, dp_err *err);
 uint64_t pl_sink_size(const pl_sink *s);
 dp_status pl_sink_close(pl_sink *s, dp_err *err);
 
+/* data[0..n) as one complete gzip member in a new buffer (free() it). */
+dp_status pl_gzip_member(const uint8_t *data, size_t n, uint8_t **out, size_t *out_len);
+
 /* Replaces path atomically and durably with data: temp file, fsync, rename, fsync the folder. */
 dp_status pl_write_atomic(const char *path, const void *data, size_t len, dp_err *err);
 

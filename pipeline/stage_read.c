@@ -28,19 +28,24 @@ static char *utf8_copy(const char *s, size_t n) {
     return (char *)o;
 }
 
+/* The source path as records, the ledger and the manifest show it: input folder (as the job
+ * names it) + '/' + rel + suffix, repaired to valid UTF-8. free() it. */
+static char *doc_path(const char *input_disp, const char *rel, const char *line_suffix) {
+    size_t n = strlen(input_disp) + strlen(rel) + strlen(line_suffix) + 2;
+    char *p = malloc(n);
+    if (!p) return NULL;
+    snprintf(p, n, "%s/%s%s", input_disp, rel, line_suffix);
+    char *shown = utf8_copy(p, strlen(p));
+    free(p);
+    return shown;
+}
+
 static pl_unit *unit_new(pl_run *r, const char *input_disp, const char *rel, const char *line_suffix,
                          size_t input_index) {
     pl_unit *u = calloc(1, sizeof(*u));
     if (!u) return NULL;
-    size_t n = strlen(input_disp) + strlen(rel) + strlen(line_suffix) + 2;
-    char *p = malloc(n);
-    if (!p) {
-        free(u);
-        return NULL;
-    }
-    snprintf(p, n, "%s/%s%s", input_disp, rel, line_suffix);
-    u->path = utf8_copy(p, strlen(p));
-    free(p);
+    u->path = doc_path(input_disp, rel, line_suffix);
+    size_t n;
     /* per-document files mirror the input tree; with several inputs each gets its own folder */
     char pre[32] = "";
     if (r->job.n_inputs > 1) snprintf(pre, sizeof(pre), "input-%zu/", input_index + 1);
@@ -136,10 +141,8 @@ uint32_t pl_shard_of(const char *sha, const char *path, uint32_t n) {
 /* False when a sharded run leaves this document to another shard. */
 static bool mine(const pl_run *r, const char *sha, const char *disp, const char *rel, const char *suffix) {
     if (!r->shard_n) return true;
-    char path[8192];
-    snprintf(path, sizeof(path), "%s/%s%s", disp, rel, suffix);
-    char *shown = utf8_copy(path, strlen(path)); /* the path as records (and the manifest) show it */
-    const bool m = pl_shard_of(sha, shown ? shown : path, r->shard_n) == r->shard_i;
+    char *shown = doc_path(disp, rel, suffix);
+    const bool m = pl_shard_of(sha, shown ? shown : "", r->shard_n) == r->shard_i;
     free(shown);
     return m;
 }
@@ -172,7 +175,7 @@ static bool read_jsonl(pl_run *r, const job_input *in, const char *disp, const p
         memcpy(u->sha, sha, 65);
         u->size = ll;
         set_key(u);
-        if (skip_done(r, u)) {
+        if (skip_done(r, u) || r->hash_only) {
             if (!emit(r, u, NULL)) return false;
             continue;
         }
@@ -232,7 +235,7 @@ static bool read_file(pl_run *r, const job_input *in, const char *disp, const pl
         fail_doc(u, code, "%s", detail);
         return emit(r, u, NULL);
     }
-    if (skip_done(r, u)) {
+    if (skip_done(r, u) || r->hash_only) {
         free(data);
         return emit(r, u, NULL);
     }
