@@ -52,6 +52,7 @@ typedef struct mm_task {
     size_t xq_row;
     eng_vec_dot_fn dot;
     eng_vec_dot4_fn dot4; /* (optional) */
+    eng_gemm_fn gemm;     /* (optional) */
 } mm_task;
 
 static void mm_quantize(void *arg, int ith, int nth) {
@@ -76,6 +77,16 @@ static void mm_rows(void *arg, int ith, int nth) {
         return;
     }
     const uint8_t *xq = m->c->xq;
+    if (m->gemm) {
+        /* whole 16-row tiles per thread: the GEMM decodes a tile once for every token */
+        const int64_t tiles = (N + 15) / 16, t0 = tiles * ith / nth, t1 = tiles * (ith + 1) / nth;
+        const int64_t g0 = t0 * 16, g1 = t1 * 16 < N ? t1 * 16 : N;
+        if (g0 >= g1) return;
+        float *ws = thread_scratch(m->c, ith, eng_gemm_ws_size(K) / sizeof(float) + 1);
+        if (!ws) return;
+        m->gemm(K, wd, w->row_bytes, g0, g1, xq, m->xq_row, m->n_tok, m->y, m->ldy, ws);
+        return;
+    }
     /* Tiles of 16 rows x all tokens: a tile's weights (~23 KB of Q4_K at K = 2560) stay in L1/L2
      * while every token's activations stream past, four tokens per kernel call. */
     const int64_t TILE = 16;
@@ -97,12 +108,13 @@ static void mm_rows(void *arg, int ith, int nth) {
 
 static void cpu_matmul(eng_backend *be, const eng_weight *w, const float *x, int ldx, int n_tok, float *y, int ldy) {
     cpu_be *c = be->impl;
-    mm_task m = {c, w, x, ldx, n_tok, y, ldy, 0, 0, NULL, NULL};
+    mm_task m = {c, w, x, ldx, n_tok, y, ldy, 0, 0, NULL, NULL, NULL};
     if (!c->exact) {
         m.act = eng_act_type(w->type);
         m.xq_row = eng_act_row_size(m.act, w->ne0);
         m.dot = eng_vec_dot_best(w->type);
         m.dot4 = eng_vec_dot4_best(w->type);
+        if (n_tok >= 2) m.gemm = eng_gemm_best(w->type);
         size_t need = m.xq_row * (size_t)n_tok;
         if (need > c->xq_cap) {
             free(c->xq);

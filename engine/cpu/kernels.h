@@ -35,6 +35,16 @@ typedef void (*eng_vec_dot4_fn)(int64_t k, const void *w, const void *x, size_t 
 /* NULL when the CPU or type has no 4-row kernel. */
 eng_vec_dot4_fn eng_vec_dot4_best(int weight_type);
 
+/* Rows [r0, r1) of a weight matrix (row_bytes apart) times n_tok activation rows (x_stride
+ * apart): y[t * ldy + r] = vec_dot(w row r, x row t), bit-identical to eng_vec_dot_best for
+ * every token, so a token's result does not depend on its batch. The weight rows are decoded
+ * once for all tokens. ws: eng_gemm_ws_size(k) bytes of caller scratch. */
+typedef void (*eng_gemm_fn)(int64_t k, const void *w, size_t row_bytes, int64_t r0, int64_t r1, const void *x,
+                            size_t x_stride, int n_tok, float *y, int ldy, void *ws);
+/* NULL when the CPU or type has no GEMM kernel. */
+eng_gemm_fn eng_gemm_best(int weight_type);
+size_t eng_gemm_ws_size(int64_t k);
+
 /* The scalar reference for a weight type (never NULL for a supported type). */
 eng_vec_dot_fn eng_vec_dot_ref(int weight_type);
 /* The fastest implementation this CPU runs. */

@@ -27,7 +27,10 @@ void eng_kv_axpy_f16_avx2(float *acc, float w, const void *v, int n);
 void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n);
 void eng_delta_chunk_avx2(int c, const float *const *q, const float *const *k, const float *const *v,
                           const float *beta, const float *g, float *St, int dk, int dv, float *O, float *ws);
-static int g_avx2 = -1;
+eng_vec_dot_fn eng_vec_dot_avx512(int weight_type);
+eng_gemm_fn eng_gemm_avx512(int weight_type);
+size_t eng_gemm_ws_avx512(int64_t k);
+static int g_avx2 = -1, g_avx512 = -1;
 static bool have_avx2(void) {
     if (g_avx2 < 0) {
         __builtin_cpu_init();
@@ -37,11 +40,24 @@ static bool have_avx2(void) {
     }
     return g_avx2;
 }
+/* AVX-512 F/BW/VL/DQ + VNNI (Ice Lake, Sapphire Rapids, Zen 4 and later); the OS must save
+ * the zmm state, which __builtin_cpu_supports checks through XGETBV. */
+static bool have_avx512(void) {
+    if (g_avx512 < 0)
+        g_avx512 = have_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                   __builtin_cpu_supports("avx512vnni");
+    return g_avx512;
+}
 #define DP_HAVE_X86 1
 #endif
 
 eng_vec_dot_fn eng_vec_dot_best(int wt) {
 #ifdef DP_HAVE_X86
+    if (!g_force_scalar && have_avx512()) {
+        eng_vec_dot_fn f = eng_vec_dot_avx512(wt);
+        if (f) return f;
+    }
     if (!g_force_scalar && have_avx2()) {
         eng_vec_dot_fn f = eng_vec_dot_avx2(wt);
         if (f) return f;
@@ -52,10 +68,44 @@ eng_vec_dot_fn eng_vec_dot_best(int wt) {
 
 eng_vec_dot4_fn eng_vec_dot4_best(int wt) {
 #ifdef DP_HAVE_X86
+    /* where a type has an AVX-512 dot, only the GEMM matches it bit for bit */
+    if (!g_force_scalar && have_avx512() && eng_vec_dot_avx512(wt)) return NULL;
     if (!g_force_scalar && have_avx2()) return eng_vec_dot4_avx2(wt);
 #endif
     (void)wt;
     return NULL;
+}
+
+void eng_act_quantize_ref(int act_type, const float *x, void *y, int64_t k);
+#ifdef DP_HAVE_X86
+void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n);
+#endif
+
+void eng_act_quantize(int act_type, const float *x, void *y, int64_t k) {
+#ifdef DP_HAVE_X86
+    if (act_type == ENG_TYPE_Q8_K && !g_force_scalar && have_avx512()) {
+        eng_quantize_q8_k_avx512(x, y, k);
+        return;
+    }
+#endif
+    eng_act_quantize_ref(act_type, x, y, k);
+}
+
+eng_gemm_fn eng_gemm_best(int wt) {
+#ifdef DP_HAVE_X86
+    if (!g_force_scalar && have_avx512()) return eng_gemm_avx512(wt);
+#endif
+    (void)wt;
+    return NULL;
+}
+
+size_t eng_gemm_ws_size(int64_t k) {
+#ifdef DP_HAVE_X86
+    return eng_gemm_ws_avx512(k);
+#else
+    (void)k;
+    return 0;
+#endif
 }
 
 eng_delta_step_fn eng_delta_step_best(void) {
@@ -105,6 +155,7 @@ void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n) {
 
 const char *eng_cpu_kernel_name(void) {
 #ifdef DP_HAVE_X86
+    if (!g_force_scalar && have_avx512()) return "avx512-vnni";
     if (!g_force_scalar && have_avx2()) return "avx2";
 #endif
     return "scalar";

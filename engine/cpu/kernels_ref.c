@@ -23,7 +23,8 @@ int eng_act_type(int wt) {
 
 size_t eng_act_row_size(int act_type, int64_t k) { return eng_row_size(act_type, k); }
 
-void eng_act_quantize(int act_type, const float *x, void *y, int64_t k) {
+void eng_act_quantize_ref(int act_type, const float *x, void *y, int64_t k);
+void eng_act_quantize_ref(int act_type, const float *x, void *y, int64_t k) {
     if (act_type == ENG_TYPE_Q8_0) {
         eng_block_q8_0 *b = y;
         for (int64_t i = 0; i < k / 32; i++, x += 32) {

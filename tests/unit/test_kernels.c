@@ -100,6 +100,91 @@ static void test_four_row_kernels_match_single_row_reference(void **state) {
     (void)xq;
 }
 
+/* The GEMM must give every token the bits the 1-row kernel gives it (batch invariance), for
+ * partial row tiles, every token remainder and sub-ranges of rows. */
+static void test_gemm_matches_single_row_kernel_bit_for_bit(void **state) {
+    (void)state;
+    const int types[] = {ENG_TYPE_Q4_K, ENG_TYPE_Q5_K, ENG_TYPE_Q6_K, ENG_TYPE_Q8_0, ENG_TYPE_F16};
+    const int64_t Ks[] = {256, 2560};
+    const int N = 37, T = 19;
+    uint64_t s = 4242;
+    int tested = 0;
+    for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+        const int t = types[ti], act = eng_act_type(t);
+        eng_gemm_fn gemm = eng_gemm_best(t);
+        if (!gemm) continue;
+        tested++;
+        for (size_t ki = 0; ki < 2; ki++) {
+            const int64_t K = Ks[ki];
+            const size_t rb = eng_row_size(t, K), xs = eng_act_row_size(act, K);
+            uint8_t *wq = malloc(rb * N), *xq = malloc(xs * T);
+            float *f = malloc(K * sizeof(float)), *y = malloc((size_t)T * N * sizeof(float));
+            void *ws = malloc(eng_gemm_ws_size(K));
+            for (int r = 0; r < N; r++) {
+                for (int64_t i = 0; i < K; i++) f[i] = tu_randn(&s) * (r % 5 ? 1.0f : 0.02f);
+                assert_int_equal(eng_quantize_row(t, f, wq + rb * r, K), DP_OK);
+            }
+            for (int j = 0; j < T; j++) {
+                for (int64_t i = 0; i < K; i++) f[i] = tu_randn(&s) * (float)(1 + j % 3);
+                eng_act_quantize(act, f, xq + xs * j, K);
+            }
+            const int64_t ranges[][2] = {{0, N}, {16, N}, {5, 21}};
+            for (int ri = 0; ri < 3; ri++)
+                for (int n_tok = 1; n_tok <= T; n_tok += (n_tok < 10 ? 1 : 9)) {
+                    const int64_t r0 = ranges[ri][0], r1 = ranges[ri][1];
+                    for (size_t i = 0; i < (size_t)T * N; i++) y[i] = -12345.0f;
+                    gemm(K, wq, rb, r0, r1, xq, xs, n_tok, y, N, ws);
+                    for (int j = 0; j < T; j++)
+                        for (int r = 0; r < N; r++) {
+                            const float got = y[(size_t)j * N + r];
+                            if (j >= n_tok || r < r0 || r >= r1) {
+                                if (got != -12345.0f) fail_msg("%s: wrote outside rows [%d,%d) x %d tokens", eng_type_name(t), (int)r0, (int)r1, n_tok);
+                                continue;
+                            }
+                            const float one = eng_vec_dot_best(t)(K, wq + rb * r, xq + xs * j);
+                            if (memcmp(&one, &got, 4) != 0)
+                                fail_msg("%s K=%d row %d token %d of %d: GEMM %.9g, 1-row kernel %.9g", eng_type_name(t),
+                                         (int)K, r, j, n_tok, (double)got, (double)one);
+                            const float ref = eng_vec_dot_ref(t)(K, wq + rb * r, xq + xs * j);
+                            if (fabsf(got - ref) > 1e-4f * (fabsf(ref) + 10.0f))
+                                fail_msg("%s row %d token %d: GEMM %.7g, reference %.7g", eng_type_name(t), r, j,
+                                         (double)got, (double)ref);
+                        }
+                }
+            free(wq);
+            free(xq);
+            free(f);
+            free(y);
+            free(ws);
+        }
+    }
+    print_message("  %d weight types have a GEMM kernel on this CPU (%s)\n", tested, eng_cpu_kernel_name());
+}
+
+/* The SIMD activation quantizer writes the reference's bytes: ties, repeated maxima of both
+ * signs, zeros. */
+static void test_q8_k_activation_quantizer_matches_reference(void **state) {
+    (void)state;
+    const int64_t K = 1024;
+    float x[1024];
+    eng_block_q8_k fast[4], ref[4];
+    uint64_t s = 7;
+    for (int trial = 0; trial < 200; trial++) {
+        for (int64_t i = 0; i < K; i++) x[i] = tu_randn(&s) * (trial % 7 ? 2.0f : 1e-6f);
+        if (trial % 5 == 1) /* exact ties: multiples of max / 254 land on .5 */
+            for (int64_t i = 0; i < K; i++) x[i] = (float)((int)(tu_randn(&s) * 60)) * 0.5f;
+        if (trial % 5 == 2) x[17] = -(x[300] = 40.0f); /* same magnitude, both signs: the first wins */
+        if (trial % 11 == 3) memset(x + 256, 0, 256 * sizeof(float));
+        memset(fast, 0x5a, sizeof(fast));
+        memset(ref, 0x5a, sizeof(ref));
+        eng_act_quantize(ENG_TYPE_Q8_K, x, fast, K);
+        eng_quantize_row(ENG_TYPE_Q8_K, x, ref, K);
+        for (int b = 0; b < 4; b++)
+            if (memcmp(&fast[b], &ref[b], sizeof(fast[b])) != 0)
+                fail_msg("trial %d block %d: Q8_K activation bytes differ from the reference", trial, b);
+    }
+}
+
 static void test_q8_0_activation_rounds_half_to_even(void **state) {
     (void)state; /* llama.cpp's x86 path: q = round_half_even(x * 127 / amax) */
     float x[32] = {0};
@@ -153,6 +238,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_simd_vec_dots_match_scalar_reference),
         cmocka_unit_test(test_four_row_kernels_match_single_row_reference),
+        cmocka_unit_test(test_gemm_matches_single_row_kernel_bit_for_bit),
+        cmocka_unit_test(test_q8_k_activation_quantizer_matches_reference),
         cmocka_unit_test(test_q8_0_activation_rounds_half_to_even),
         cmocka_unit_test(test_thread_pool_runs_every_slice_once),
     };

@@ -1,0 +1,453 @@
+/*
+ * kernels_avx512.c - AVX-512 VNNI kernels for the K-quants (Q4_K, Q5_K, Q6_K x Q8_K): a
+ * one-row dot for decode and a many-row GEMM for prompts and batches. Compiled with
+ * AVX-512F/BW/VL/DQ/VNNI flags; called only after kernels_dispatch.c checked the CPU.
+ *
+ * DESIGN
+ * - The GEMM unpacks 16 weight rows at a time (one "tile") into unsigned bytes, transposed so
+ *   that one 64-byte vector holds 4 consecutive columns of all 16 rows; vpdpbusd then takes a
+ *   token's 4 activation bytes broadcast to every lane and adds 4 products to each row's
+ *   32-bit sum. The tile is unpacked once and multiplied with every token of the step, so the
+ *   cost of decoding 4/5/6-bit weights is paid once per step, not once per token.
+ * - Both kernels compute the same integers and combine them in the same float order, so a
+ *   token's result is bit-identical whether it ran alone (dot) or in a batch (GEMM): per
+ *   256-block, S = sum over sub-blocks of scale * (sum q * x) and M = sum of min * bsum,
+ *   exact in int32; then acc = fma(S, xd * d, acc) and acc = fma(-M, xd * dmin, acc)
+ *   (Q6_K: values stored unsigned as q + 32, so M = 32 * sum scale * bsum and one
+ *   fma((S - M), xd * d, acc)). tests/unit/test_kernels.c checks the bit identity.
+ * - Every integer fits: |S| <= 8 sub-blocks * 63 * 31 * 127 * 32 < 2^31 for Q5_K, and
+ *   16 * 127 * 63 * 127 * 16 < 2^31 for Q6_K.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <stdalign.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "quant.h"
+
+static inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+
+static inline int32_t load_i32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* The 12 packed bytes of Q4_K/Q5_K scales -> 8 scales, 8 mins (6 bits each). */
+static inline void k4_scales_mins(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
+    const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
+    uint32_t a[3], u[4];
+    memcpy(a, s, 12);
+    u[0] = a[0] & m1;
+    u[1] = (a[2] & m2) | (((a[0] >> 6) & m3) << 4);
+    u[2] = a[1] & m1;
+    u[3] = ((a[2] >> 4) & m2) | (((a[1] >> 6) & m3) << 4);
+    memcpy(sc, u, 8);
+    memcpy(mn, u + 2, 8);
+}
+
+/* ---- one row (decode) --------------------------------------------------------------------- */
+
+/* Decode reads each weight once, so it runs at memory speed only if the arithmetic per byte is
+ * small: 256-bit vpdpbusd per 32 values, the eight 8-lane sums reduced together, one integer
+ * multiply by the scales per block. */
+
+/* r[j] = sum of the 8 lanes of p[j], j = 0..7 */
+static inline __m256i reduce8x8(const __m256i p[8]) {
+    const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
+}
+
+/* (sum of v's lanes, sum of w's lanes) */
+static inline void reduce_pair(__m256i v, __m256i w, int32_t *sv, int32_t *sw) {
+    __m256i h = _mm256_hadd_epi32(v, w); /* v01 v23 w01 w23 | v45 v67 w45 w67 */
+    h = _mm256_hadd_epi32(h, h);         /* v0-3 w0-3 .. | v4-7 w4-7 .. */
+    const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    *sv = _mm_cvtsi128_si32(s);
+    *sw = _mm_extract_epi32(s, 1);
+}
+
+/* S and M of a Q4_K/Q5_K block from its eight 32-value sub-block vectors q[j] (unsigned). */
+static inline void k4_block_sums(const __m256i q[8], const uint8_t *scales, const eng_block_q8_k *y, int32_t *S,
+                                 int32_t *M) {
+    __m256i p[8];
+    for (int j = 0; j < 8; j++)
+        p[j] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q[j], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * j)));
+    uint8_t sc[8], mn[8];
+    k4_scales_mins(scales, sc, mn);
+    uint64_t sc64, mn64;
+    memcpy(&sc64, sc, 8);
+    memcpy(&mn64, mn, 8);
+    const __m256i v = _mm256_mullo_epi32(reduce8x8(p), _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc64)));
+    /* mins paired against bsums (2j, 2j+1): each min twice */
+    const __m128i m8 = _mm_cvtsi64_si128((long long)mn64);
+    const __m256i mp = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    const __m256i w = _mm256_madd_epi16(mp, _mm256_loadu_si256((const __m256i *)y->bsums));
+    reduce_pair(v, w, S, M);
+}
+
+static float dot_q4_k(int64_t k, const void *w, const void *x) {
+    const eng_block_q4_k *a = w;
+    const eng_block_q8_k *y = x;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    float acc = 0;
+    for (int64_t i = 0; i < k / 256; i++) {
+        __m256i q[8];
+        for (int c = 0; c < 4; c++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * c));
+            q[2 * c] = _mm256_and_si256(raw, m4);
+            q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        }
+        int32_t S, M;
+        k4_block_sums(q, a[i].scales, &y[i], &S, &M);
+        acc = fmaf((float)S, y[i].d * f16(a[i].d), acc);
+        acc = fmaf(-(float)M, y[i].d * f16(a[i].dmin), acc);
+    }
+    return acc;
+}
+
+static float dot_q5_k(int64_t k, const void *w, const void *x) {
+    const eng_block_q5_k *a = w;
+    const eng_block_q8_k *y = x;
+    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
+    float acc = 0;
+    for (int64_t i = 0; i < k / 256; i++) {
+        __m256i q[8];
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)a[i].qh);
+        for (int c = 0; c < 4; c++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * c));
+            const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
+            const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
+            q[2 * c] = _mm256_or_si256(_mm256_and_si256(raw, m4), _mm256_slli_epi16(h0, 4));
+            q[2 * c + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), _mm256_slli_epi16(h1, 4));
+        }
+        int32_t S, M;
+        k4_block_sums(q, a[i].scales, &y[i], &S, &M);
+        acc = fmaf((float)S, y[i].d * f16(a[i].d), acc);
+        acc = fmaf(-(float)M, y[i].d * f16(a[i].dmin), acc);
+    }
+    return acc;
+}
+
+static float dot_q6_k(int64_t k, const void *w, const void *x) {
+    const eng_block_q6_k *a = w;
+    const eng_block_q8_k *y = x;
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
+    /* 16-value sub-blocks: vector j holds sub-blocks 2j (low 128 bits) and 2j+1 (high) */
+    const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    float acc = 0;
+    for (int64_t i = 0; i < k / 256; i++) {
+        __m256i p[8];
+        for (int half = 0; half < 2; half++) {
+            const uint8_t *ql = a[i].ql + 64 * half, *qh = a[i].qh + 32 * half;
+            const int8_t *yq = y[i].qs + 128 * half;
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
+            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
+            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
+            const __m256i z = _mm256_setzero_si256();
+            p[4 * half + 0] = _mm256_dpbusd_epi32(z, q0, _mm256_loadu_si256((const __m256i *)yq));
+            p[4 * half + 1] = _mm256_dpbusd_epi32(z, q1, _mm256_loadu_si256((const __m256i *)(yq + 32)));
+            p[4 * half + 2] = _mm256_dpbusd_epi32(z, q2, _mm256_loadu_si256((const __m256i *)(yq + 64)));
+            p[4 * half + 3] = _mm256_dpbusd_epi32(z, q3, _mm256_loadu_si256((const __m256i *)(yq + 96)));
+        }
+        /* hadd pairs keep 128-bit halves apart: g0 = sub-blocks 0 2 4 6 | 1 3 5 7, g1 = 8.. */
+        const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+        const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+        const __m128i sc = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)a[i].scales), even_odd);
+        const __m256i v = _mm256_add_epi32(_mm256_mullo_epi32(g0, _mm256_cvtepi8_epi32(sc)),
+                                           _mm256_mullo_epi32(g1, _mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))));
+        /* M = 32 * sum scale * bsum */
+        const __m256i mw = _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales)),
+                                                              _mm256_loadu_si256((const __m256i *)y[i].bsums)),
+                                            5);
+        int32_t S, M;
+        reduce_pair(v, mw, &S, &M);
+        acc = fmaf((float)(S - M), y[i].d * f16(a[i].d), acc);
+    }
+    return acc;
+}
+
+/* ---- activations ------------------------------------------------------------------------- */
+
+/* Q8_K exactly as the reference (quant_ref.c): the first element of largest magnitude sets
+ * the scale, values round half to even (the default MXCSR mode), bsums per 16. */
+void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n);
+void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n) {
+    eng_block_q8_k *b = y;
+    const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        __m512 amax = _mm512_setzero_ps();
+        for (int j = 0; j < 256; j += 16) amax = _mm512_max_ps(amax, _mm512_and_ps(_mm512_loadu_ps(x + j), sign));
+        const float am = _mm512_reduce_max_ps(amax);
+        if (am == 0.0f) {
+            memset(&b[i], 0, sizeof(b[i]));
+            continue;
+        }
+        float max = 0.0f;
+        for (int j = 0; j < 256; j += 16) {
+            const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_loadu_ps(x + j), sign), _mm512_set1_ps(am), _CMP_EQ_OQ);
+            if (hit) {
+                max = x[j + __builtin_ctz(hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m512 is = _mm512_set1_ps(iscale);
+        for (int g = 0; g < 16; g++) {
+            __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(is, _mm512_loadu_ps(x + 16 * g)));
+            v = _mm512_min_epi32(v, _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(b[i].qs + 16 * g), _mm512_cvtsepi32_epi8(v));
+            b[i].bsums[g] = (int16_t)_mm512_reduce_add_epi32(v);
+        }
+        b[i].d = 1.0f / iscale;
+    }
+}
+
+/* ---- GEMM --------------------------------------------------------------------------------- */
+
+#define TILE 16 /* weight rows per tile: one per 32-bit lane */
+#define NT 8    /* tokens per pass: 3 accumulators each stay in the 32 vector registers */
+
+/* A tile block in the scratch: q[64][16][4] (column group, row, 4 values), sc[nsub][16],
+ * mp[8][16] (pairs of int16), d[16], dm[16]. */
+#define TB_Q 4096
+#define TB_SC(nsub) ((size_t)(nsub) * 64)
+#define TB_BYTES(nsub) (TB_Q + TB_SC(nsub) + 8 * 64 + 2 * 64)
+
+size_t eng_gemm_ws_avx512(int64_t k);
+size_t eng_gemm_ws_avx512(int64_t k) { return (size_t)(k / 256) * TB_BYTES(16) + 64; }
+
+/* 16 x 16 transpose of 32-bit elements: r[i] = row i in, column i out. */
+static inline void transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    __m512i u[16];
+    for (int i = 0; i < 4; i++) {
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    /* u[4i+k], 128-bit lane L = column 4L+k of rows 4i..4i+3 */
+    for (int k = 0; k < 4; k++) {
+        const __m512i v0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x88), v1 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xDD);
+        const __m512i w0 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x88), w1 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xDD);
+        r[k] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+        r[8 + k] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
+        r[4 + k] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+        r[12 + k] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
+    }
+}
+
+/* Values 64 qi .. 64 qi + 63 of one block, unsigned. */
+static inline __m512i quarter_q4_k(const uint8_t *blk, int qi) {
+    const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + offsetof(eng_block_q4_k, qs) + 32 * qi));
+    return _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1), _mm512_set1_epi8(0xF));
+}
+
+static inline __m512i quarter_q5_k(const uint8_t *blk, int qi) {
+    const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + offsetof(eng_block_q5_k, qs) + 32 * qi));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + offsetof(eng_block_q5_k, qh)));
+    const __m512i lo = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1), _mm512_set1_epi8(0xF));
+    const __m512i hb = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * qi))),
+                                          _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * qi + 1)), 1);
+    return _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(hb, _mm512_set1_epi8(1)), 4));
+}
+
+static inline __m512i quarter_q6_k(const uint8_t *blk, int qi) {
+    const int half = qi / 2;
+    const __m512i l = _mm512_loadu_si512(blk + offsetof(eng_block_q6_k, ql) + 64 * half);
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(blk + offsetof(eng_block_q6_k, qh) + 32 * half));
+    const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+    /* the low 32 values take qh bits 0-1 (odd quarter: 4-5), the next 32 bits 2-3 (6-7) */
+    const int sh = (qi & 1) ? 4 : 0;
+    const __m512i hs = _mm512_srlv_epi16(hh, _mm512_inserti64x4(_mm512_set1_epi16((short)sh), _mm256_set1_epi16((short)(sh + 2)), 1));
+    const __m512i lo = (qi & 1) ? _mm512_srli_epi16(l, 4) : l;
+    return _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi8(0xF)),
+                           _mm512_slli_epi16(_mm512_and_si512(hs, _mm512_set1_epi8(3)), 4));
+}
+
+/* One row's scales as 16 dwords: 8 scales, then the 8 min pairs (each min twice as int16). */
+static inline __m512i scales_q4_k(const uint8_t *blk, size_t off) {
+    uint8_t sc[8], mn[8];
+    k4_scales_mins(blk + off, sc, mn);
+    uint64_t sc64, mn64;
+    memcpy(&sc64, sc, 8);
+    memcpy(&mn64, mn, 8);
+    const __m128i m8 = _mm_cvtsi64_si128((long long)mn64);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc64))),
+                              _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)), 1);
+}
+
+enum { KQ4, KQ5, KQ6 };
+
+/* Unpacks rows [0, nr) (nr <= 16; missing rows read as zero blocks) of all nb blocks into tb. */
+static inline __attribute__((always_inline)) void unpack_tile(int kind, const uint8_t *w, size_t row_bytes, int nr,
+                                                              int64_t nb, uint8_t *tb) {
+    static const alignas(64) uint8_t zero_block[256];
+    const size_t bb = kind == KQ4 ? sizeof(eng_block_q4_k) : kind == KQ5 ? sizeof(eng_block_q5_k) : sizeof(eng_block_q6_k);
+    const int nsub = kind == KQ6 ? 16 : 8;
+    /* d and dmin as one dword per row (Q6_K: the dword ending with d) */
+    const int d_off = kind == KQ6 ? (int)offsetof(eng_block_q6_k, d) - 2 : 0;
+    int32_t offs[TILE];
+    for (int r = 0; r < TILE; r++) offs[r] = (int32_t)((size_t)r * row_bytes) + d_off;
+    const __m512i vidx = _mm512_loadu_si512(offs);
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *o = tb + (size_t)b * TB_BYTES(nsub);
+        const uint8_t *rp[TILE];
+        for (int r = 0; r < TILE; r++) rp[r] = r < nr ? w + (size_t)r * row_bytes + (size_t)b * bb : zero_block;
+        for (int qi = 0; qi < 4; qi++) {
+            __m512i v[16];
+            for (int r = 0; r < TILE; r++)
+                v[r] = kind == KQ4 ? quarter_q4_k(rp[r], qi) : kind == KQ5 ? quarter_q5_k(rp[r], qi) : quarter_q6_k(rp[r], qi);
+            transpose16(v);
+            for (int i = 0; i < 16; i++) _mm512_store_si512(o + 64 * (16 * qi + i), v[i]);
+        }
+        __m512i *sc = (__m512i *)(void *)(o + TB_Q), *mp = sc + nsub;
+        __m512i v[16];
+        if (kind == KQ6) {
+            for (int r = 0; r < TILE; r++)
+                v[r] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rp[r] + offsetof(eng_block_q6_k, scales))));
+            transpose16(v);
+            for (int s = 0; s < 16; s++) _mm512_store_si512(sc + s, v[s]);
+            for (int r = 0; r < TILE; r++)
+                v[r] = _mm512_castsi256_si512(_mm256_slli_epi16(
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(rp[r] + offsetof(eng_block_q6_k, scales)))), 5));
+            transpose16(v);
+            for (int j = 0; j < 8; j++) _mm512_store_si512(mp + j, v[j]);
+        } else {
+            const size_t soff = kind == KQ4 ? offsetof(eng_block_q4_k, scales) : offsetof(eng_block_q5_k, scales);
+            for (int r = 0; r < TILE; r++) v[r] = scales_q4_k(rp[r], soff);
+            transpose16(v);
+            for (int s = 0; s < 16; s++) _mm512_store_si512(sc + s, v[s]); /* 8 scales, then mp */
+        }
+        const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, vidx, w + (size_t)b * bb, 1);
+        float *d = (float *)(void *)(mp + 8), *dm = d + 16;
+        if (kind == KQ6) {
+            const __m512 dv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
+            _mm512_store_ps(d, dv);
+            _mm512_store_ps(dm, dv);
+        } else {
+            _mm512_store_ps(d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+            _mm512_store_ps(dm, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
+        }
+    }
+}
+
+/* y[t][0..15] for nt tokens against one unpacked tile. */
+static inline __attribute__((always_inline)) void tile_tokens(const uint8_t *tb, int64_t nb, int nsub, bool int_mins,
+                                                              const uint8_t *x, size_t xs, int nt, float *y, int ldy,
+                                                              __mmask16 rmask) {
+    const int groups = 64 / nsub; /* column groups of 4 per sub-block */
+    __m512 f[NT];
+    for (int t = 0; t < NT; t++) f[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *o = tb + (size_t)b * TB_BYTES(nsub);
+        const int32_t *sc = (const int32_t *)(const void *)(o + TB_Q), *mp = sc + 16 * nsub;
+        const float *d = (const float *)(mp + 16 * 8), *dm = d + 16;
+        const eng_block_q8_k *xb[NT];
+        for (int t = 0; t < nt; t++) xb[t] = (const eng_block_q8_k *)(const void *)(x + (size_t)t * xs) + b;
+        __m512i S[NT], a[NT];
+        for (int t = 0; t < NT; t++) S[t] = _mm512_setzero_si512();
+        for (int s = 0; s < nsub; s++) {
+            for (int t = 0; t < NT; t++) a[t] = _mm512_setzero_si512();
+            for (int g = 0; g < groups; g++) {
+                const int col = s * groups + g;
+                const __m512i wv = _mm512_load_si512(o + 64 * col);
+                for (int t = 0; t < nt; t++) a[t] = _mm512_dpbusd_epi32(a[t], wv, _mm512_set1_epi32(load_i32(xb[t]->qs + 4 * col)));
+            }
+            const __m512i scv = _mm512_load_si512(sc + 16 * s);
+            for (int t = 0; t < nt; t++) S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(a[t], scv));
+        }
+        for (int t = 0; t < NT; t++) a[t] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            const __m512i mv = _mm512_load_si512(mp + 16 * j);
+            for (int t = 0; t < nt; t++) a[t] = _mm512_dpwssd_epi32(a[t], mv, _mm512_set1_epi32(load_i32(xb[t]->bsums + 2 * j)));
+        }
+        const __m512 dv = _mm512_load_ps(d), dmv = _mm512_load_ps(dm);
+        for (int t = 0; t < nt; t++) {
+            const __m512 xd = _mm512_set1_ps(xb[t]->d);
+            if (int_mins) {
+                f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(S[t], a[t])), _mm512_mul_ps(xd, dv), f[t]);
+            } else {
+                f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(xd, dv), f[t]);
+                f[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(a[t]), _mm512_mul_ps(xd, dmv), f[t]);
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, rmask, f[t]);
+}
+
+static void tile_all_tokens(const uint8_t *tb, int64_t nb, int nsub, bool int_mins, const uint8_t *x, size_t xs, int n_tok,
+                            float *y, int ldy, __mmask16 rmask) {
+    int t = 0;
+    for (; t + NT <= n_tok; t += NT) tile_tokens(tb, nb, nsub, int_mins, x + (size_t)t * xs, xs, NT, y + (size_t)t * ldy, ldy, rmask);
+    switch (n_tok - t) {
+#define REST(n) \
+    case n: tile_tokens(tb, nb, nsub, int_mins, x + (size_t)t * xs, xs, n, y + (size_t)t * ldy, ldy, rmask); break;
+        REST(1) REST(2) REST(3) REST(4) REST(5) REST(6) REST(7)
+#undef REST
+    default: break;
+    }
+}
+
+static inline __attribute__((always_inline)) void gemm_k(int kind, int64_t k, const void *w, size_t row_bytes,
+                                                         int64_t r0, int64_t r1, const void *x, size_t xs, int n_tok,
+                                                         float *y, int ldy, void *ws) {
+    uint8_t *tb = (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    const int64_t nb = k / 256;
+    const int nsub = kind == KQ6 ? 16 : 8;
+    for (int64_t r = r0; r < r1; r += TILE) {
+        const int nr = r1 - r < TILE ? (int)(r1 - r) : TILE;
+        unpack_tile(kind, (const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nr, nb, tb);
+        tile_all_tokens(tb, nb, nsub, kind == KQ6, x, xs, n_tok, y + r, ldy, (__mmask16)((1u << nr) - 1));
+    }
+}
+
+static void gemm_q4_k(int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1, const void *x, size_t xs, int n,
+                      float *y, int ldy, void *ws) {
+    gemm_k(KQ4, k, w, rb, r0, r1, x, xs, n, y, ldy, ws);
+}
+static void gemm_q5_k(int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1, const void *x, size_t xs, int n,
+                      float *y, int ldy, void *ws) {
+    gemm_k(KQ5, k, w, rb, r0, r1, x, xs, n, y, ldy, ws);
+}
+static void gemm_q6_k(int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1, const void *x, size_t xs, int n,
+                      float *y, int ldy, void *ws) {
+    gemm_k(KQ6, k, w, rb, r0, r1, x, xs, n, y, ldy, ws);
+}
+
+eng_gemm_fn eng_gemm_avx512(int wt);
+eng_gemm_fn eng_gemm_avx512(int wt) {
+    switch (wt) {
+    case ENG_TYPE_Q4_K: return gemm_q4_k;
+    case ENG_TYPE_Q5_K: return gemm_q5_k;
+    case ENG_TYPE_Q6_K: return gemm_q6_k;
+    default: return NULL;
+    }
+}
+
+eng_vec_dot_fn eng_vec_dot_avx512(int wt);
+eng_vec_dot_fn eng_vec_dot_avx512(int wt) {
+    switch (wt) {
+    case ENG_TYPE_Q4_K: return dot_q4_k;
+    case ENG_TYPE_Q5_K: return dot_q5_k;
+    case ENG_TYPE_Q6_K: return dot_q6_k;
+    default: return NULL;
+    }
+}
