@@ -25,9 +25,10 @@ typedef struct eng_attn_args {
     int n_head, n_head_kv, hd;
     const int32_t *pos;         /* [n_tok] position of each query token */
     const int32_t *seq;         /* [n_tok] sequence of each query token */
-    const void *k, *v;          /* cache of this layer: [n_seq][n_ctx][n_head_kv * hd] */
+    const void *k, *v;          /* cache of this layer: [n_blocks][blk_size][n_head_kv * hd] */
     int kv_type;                /* ENG_TYPE_F32 or ENG_TYPE_F16 */
-    int n_ctx;
+    const int32_t *blk_table;   /* [seq * blk_stride + i]: block holding positions i*blk_size.. */
+    int blk_stride, blk_size;
     float scale;                /* 1/sqrt(hd) */
 } eng_attn_args;
 
@@ -61,9 +62,9 @@ typedef struct eng_backend_ops {
      * n_rot dims by position (NEOX: pairs (i, i + n_rot/2); else (2i, 2i+1)) */
     void (*rope)(eng_backend *be, float *x, int ld, int n_tok, int n_head, int hd, int n_rot, const int32_t *pos,
                  float base, bool neox);
-    /* writes n_tok rows of K and V into the cache at (seq, pos) */
-    void (*kv_store)(eng_backend *be, void *kcache, void *vcache, int kv_type, int n_ctx, int kv_dim, const float *k,
-                     const float *v, int ld, int n_tok, const int32_t *seq, const int32_t *pos);
+    /* writes n_tok rows of K and V into cache rows slot[t] */
+    void (*kv_store)(eng_backend *be, void *kcache, void *vcache, int kv_type, int kv_dim, const float *k,
+                     const float *v, int ld, int n_tok, const int32_t *slot);
     void (*attention)(eng_backend *be, const eng_attn_args *a);
     void (*deltanet)(eng_backend *be, const eng_deltanet_args *a);
     /* out = silu(g) * u, elementwise over n */

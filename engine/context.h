@@ -25,7 +25,7 @@ typedef struct eng_buffers {
 } eng_buffers;
 
 typedef struct eng_kv_layer {
-    void *k, *v; /* [n_seq][n_ctx][Hkv * hd] of kv_type */
+    void *k, *v; /* [n_blocks][ENG_KV_BLOCK][Hkv * hd] of kv_type */
 } eng_kv_layer;
 
 typedef struct eng_rec_layer {
@@ -51,6 +51,14 @@ struct eng_context {
     eng_rec_layer *rec;   /* [n_rec_layers] */
     size_t rec_bytes_per_seq;
     int32_t *seq_len;     /* [n_seq] positions held */
+    /* the paged KV cache: blocks of ENG_KV_BLOCK positions, shared by reference */
+    int32_t n_blocks, max_bps; /* blocks in the pool; blocks a sequence can hold */
+    int32_t *blk_table;   /* [n_seq][max_bps], -1 = none */
+    int32_t *blk_ref;     /* [n_blocks] sequences referring to each block */
+    int32_t *blk_free;    /* [n_blocks] stack of free blocks */
+    int32_t n_free;
+    size_t kv_row_bytes;  /* one position of one layer's K (or V) */
+    int32_t *slot;        /* [n_ubatch] cache row (block * ENG_KV_BLOCK + offset) of each token of a step */
     int32_t *seq_next;    /* [n_seq] scratch for batch validation */
     eng_buffers buf;
     void *buf_mem;        /* one allocation behind buf */

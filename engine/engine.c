@@ -3,10 +3,13 @@
  * state and the activation buffers, validates batches and runs them through eng_forward in
  * steps of at most n_ubatch tokens.
  *
- * DESIGN: a sequence is a slot 0..n_seq_max-1 with its own KV rows and DeltaNet state; it
- * grows by consecutive positions and is reset by eng_seq_clear. All memory is allocated at
- * context creation; decoding allocates nothing. Logits of a decode call are kept until the
- * next call.
+ * DESIGN: a sequence is a slot 0..n_seq_max-1 with its own DeltaNet state and a table of KV
+ * blocks (ENG_KV_BLOCK positions each) from one pool per context; it grows by consecutive
+ * positions and is reset by eng_seq_clear. A block may be referred to by several sequences (a
+ * shared prompt prefix, eng_seq_copy); a step that writes into a shared block first gives the
+ * writer its own copy. Blocks are taken before a step runs, all or none. All memory is
+ * allocated at context creation; decoding allocates nothing. Logits of a decode call are kept
+ * until the next call.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,16 +71,28 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
 
     /* KV cache */
     const size_t esz = p.kv_type == ENG_TYPE_F32 ? 4 : 2;
-    const size_t kv_layer = (size_t)c->n_seq * c->n_ctx * kvd * esz;
+    c->max_bps = (int32_t)((p.n_ctx + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK);
+    const int64_t full = (int64_t)c->n_seq * c->max_bps;
+    c->n_blocks = !in->n_attn_layers ? 0 : p.n_kv_blocks && p.n_kv_blocks < full ? (int32_t)p.n_kv_blocks : (int32_t)full;
+    c->kv_row_bytes = kvd * esz;
+    c->blk_table = malloc((size_t)full * sizeof(int32_t));
+    c->blk_ref = calloc((size_t)c->n_blocks + 1, sizeof(int32_t));
+    c->blk_free = malloc(((size_t)c->n_blocks + 1) * sizeof(int32_t));
+    c->slot = malloc((size_t)p.n_ubatch * sizeof(int32_t));
+    if (!c->blk_table || !c->blk_ref || !c->blk_free || !c->slot) goto oom;
+    for (int64_t i = 0; i < full; i++) c->blk_table[i] = -1;
+    for (int32_t i = 0; i < c->n_blocks; i++) c->blk_free[i] = c->n_blocks - 1 - i; /* block 0 pops first */
+    c->n_free = c->n_blocks;
+    const size_t kv_layer = (size_t)c->n_blocks * ENG_KV_BLOCK * kvd * esz;
     c->kv = calloc(in->n_attn_layers ? in->n_attn_layers : 1, sizeof(eng_kv_layer));
     if (!c->kv) goto oom;
     for (uint32_t i = 0; i < in->n_attn_layers; i++) {
         c->kv[i].k = malloc(kv_layer);
         c->kv[i].v = malloc(kv_layer);
         if (!c->kv[i].k || !c->kv[i].v) {
-            st = dp_err_set(err, DP_ENOMEM, "cannot allocate the KV cache (%zu MiB for %u attention layers at context "
-                            "%d x %d sequences)", 2 * kv_layer * in->n_attn_layers >> 20, in->n_attn_layers, c->n_ctx,
-                            c->n_seq);
+            st = dp_err_set(err, DP_ENOMEM, "cannot allocate the KV cache (%zu MiB: %d blocks of %d positions for %u "
+                            "attention layers)", 2 * kv_layer * in->n_attn_layers >> 20, c->n_blocks, ENG_KV_BLOCK,
+                            in->n_attn_layers);
             goto fail;
         }
     }
@@ -151,6 +166,10 @@ void eng_context_free(eng_context *c) {
     free(c->rec);
     free(c->seq_len);
     free(c->seq_next);
+    free(c->blk_table);
+    free(c->blk_ref);
+    free(c->blk_free);
+    free(c->slot);
     free(c->buf_mem);
     free(c->logits);
     free(c->want);
@@ -160,10 +179,95 @@ void eng_context_free(eng_context *c) {
 
 const char *eng_context_backend_name(const eng_context *c) { return c->be_name; }
 
+/* ---- the block pool ---------------------------------------------------------------------- */
+
+static void blocks_release(eng_context *c, int32_t seq) {
+    int32_t *table = c->blk_table + (size_t)seq * c->max_bps;
+    for (int32_t i = 0; i < c->max_bps; i++) {
+        const int32_t b = table[i];
+        if (b < 0) continue;
+        if (--c->blk_ref[b] == 0) c->blk_free[c->n_free++] = b;
+        table[i] = -1;
+    }
+}
+
+int32_t eng_kv_blocks_total(const eng_context *c) { return c->n_blocks; }
+int32_t eng_kv_blocks_free(const eng_context *c) { return c->n_free; }
+
+int32_t eng_kv_blocks_needed(int32_t len, int32_t shared_len) {
+    if (shared_len > len) shared_len = len;
+    /* blocks wholly inside the shared prefix stay shared; a partly shared one is copied */
+    return (len + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK - shared_len / ENG_KV_BLOCK;
+}
+
+size_t eng_kv_block_bytes(const eng_model_info *in, int kv_type) {
+    const size_t esz = kv_type == ENG_TYPE_F32 ? 4 : 2;
+    return 2 * (size_t)in->n_attn_layers * ENG_KV_BLOCK * in->n_head_kv * in->head_dim_k * esz;
+}
+
+dp_status eng_context_fit_budget(const eng_model *m, eng_context_params *p, uint64_t budget, dp_err *err) {
+    const eng_model_info *in = &m->info;
+    const bool automatic = budget == 0;
+    if (automatic) budget = dp_mem_available();
+    const uint32_t bps = (p->n_ctx + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK;
+    const uint64_t full = (uint64_t)bps * p->n_seq_max;
+    const size_t bb = eng_kv_block_bytes(in, p->kv_type);
+    if (!budget || !bb) { /* unknown memory, or no attention layers: no limit to apply */
+        p->n_kv_blocks = 0;
+        return DP_OK;
+    }
+    eng_mem_estimate e;
+    eng_model_mem_estimate(in, p->n_ctx, p->n_seq_max, p->n_ubatch, &e);
+    const uint64_t fixed = e.weights + e.recurrent + e.compute;
+    const uint64_t room = budget > fixed ? (budget - fixed) / bb : 0;
+    if (room < bps)
+        return dp_err_set(err, DP_ENOMEM,
+                          "memory: %s %.2f GiB leaves room for %llu KV blocks after %.2f GiB of weights, state and "
+                          "buffers; one sequence of %u tokens needs %u (%.2f GiB): lower the context or the sequences",
+                          automatic ? "the available" : "a budget of", (double)budget / (1 << 30),
+                          (unsigned long long)room, (double)fixed / (1 << 30), p->n_ctx, bps,
+                          (double)bps * bb / (1 << 30));
+    p->n_kv_blocks = room >= full ? 0 : (uint32_t)room;
+    return DP_OK;
+}
+
+/* Blocks sequence s needs of its own to write positions [p0, p1). */
+static int32_t blocks_to_take(const eng_context *c, int32_t s, int32_t p0, int32_t p1) {
+    if (!c->n_blocks || p1 <= p0) return 0;
+    const int32_t *table = c->blk_table + (size_t)s * c->max_bps;
+    int32_t n = 0;
+    for (int32_t bi = p0 / ENG_KV_BLOCK; bi <= (p1 - 1) / ENG_KV_BLOCK; bi++)
+        n += table[bi] < 0 || c->blk_ref[table[bi]] > 1;
+    return n;
+}
+
+/* Gives sequence s its own blocks for positions [p0, p1): new ones, or a copy of a shared one
+ * (its rows below p0). The caller checked that enough are free. */
+static void blocks_take(eng_context *c, int32_t s, int32_t p0, int32_t p1) {
+    int32_t *table = c->blk_table + (size_t)s * c->max_bps;
+    const eng_model_info *in = &c->model->info;
+    for (int32_t bi = p0 / ENG_KV_BLOCK; bi <= (p1 - 1) / ENG_KV_BLOCK; bi++) {
+        const int32_t old = table[bi];
+        if (old >= 0 && c->blk_ref[old] == 1) continue;
+        const int32_t b = c->blk_free[--c->n_free];
+        c->blk_ref[b] = 1;
+        if (old >= 0) {
+            const size_t rows = (size_t)(p0 - bi * ENG_KV_BLOCK), bb = ENG_KV_BLOCK * c->kv_row_bytes;
+            for (uint32_t l = 0; l < in->n_attn_layers; l++) {
+                memcpy((char *)c->kv[l].k + b * bb, (const char *)c->kv[l].k + old * bb, rows * c->kv_row_bytes);
+                memcpy((char *)c->kv[l].v + b * bb, (const char *)c->kv[l].v + old * bb, rows * c->kv_row_bytes);
+            }
+            c->blk_ref[old]--;
+        }
+        table[bi] = b;
+    }
+}
+
 void eng_seq_clear(eng_context *c, int32_t seq) {
     if (seq < 0 || seq >= c->n_seq) return;
     const eng_model_info *in = &c->model->info;
     c->seq_len[seq] = 0;
+    blocks_release(c, seq);
     const size_t inner = in->ssm_d_inner, Hv = in->ssm_dt_rank;
     const size_t conv_ch = in->n_rec_layers ? 2 * (size_t)in->ssm_n_group * in->ssm_d_state + inner : 0;
     const size_t conv_per_seq = (size_t)(in->ssm_conv_kernel ? in->ssm_conv_kernel - 1 : 0) * conv_ch;
@@ -177,13 +281,12 @@ void eng_seq_clear(eng_context *c, int32_t seq) {
 void eng_seq_copy(eng_context *c, int32_t src, int32_t dst) {
     if (src < 0 || src >= c->n_seq || dst < 0 || dst >= c->n_seq || src == dst) return;
     const eng_model_info *in = &c->model->info;
-    const size_t esz = c->kv_type == ENG_TYPE_F32 ? 4 : 2;
-    const size_t row = (size_t)in->n_head_kv * in->head_dim_k * esz, len = (size_t)c->seq_len[src];
-    for (uint32_t i = 0; i < in->n_attn_layers; i++) {
-        const size_t so = (size_t)src * c->n_ctx * row, d = (size_t)dst * c->n_ctx * row;
-        memcpy((char *)c->kv[i].k + d, (const char *)c->kv[i].k + so, len * row);
-        memcpy((char *)c->kv[i].v + d, (const char *)c->kv[i].v + so, len * row);
-    }
+    /* KV blocks by reference: dst copies one only when it writes into it */
+    blocks_release(c, dst);
+    const int32_t *st = c->blk_table + (size_t)src * c->max_bps;
+    int32_t *dt = c->blk_table + (size_t)dst * c->max_bps;
+    for (int32_t i = 0; i < c->max_bps; i++)
+        if ((dt[i] = st[i]) >= 0) c->blk_ref[st[i]]++;
     const size_t inner = in->ssm_d_inner, Hv = in->ssm_dt_rank;
     const size_t conv_ch = in->n_rec_layers ? 2 * (size_t)in->ssm_n_group * in->ssm_d_state + inner : 0;
     const size_t conv_per_seq = (size_t)(in->ssm_conv_kernel ? in->ssm_conv_kernel - 1 : 0) * conv_ch;
@@ -226,9 +329,22 @@ dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err) {
     if (n_want > c->n_logits_max)
         return dp_err_set(err, DP_ERANGE, "decode: %d logits rows requested, at most %d per call", n_want,
                           c->n_logits_max);
+    /* KV blocks for the whole call, all or none */
+    int32_t need = 0;
+    for (int32_t s = 0; s < c->n_seq; s++) need += blocks_to_take(c, s, c->seq_len[s], next[s]);
+    if (need > c->n_free)
+        return dp_err_set(err, DP_ENOMEM, "decode: the step needs %d KV blocks, %d of %d are free", need, c->n_free,
+                          c->n_blocks);
+    if (c->n_blocks)
+        for (int32_t s = 0; s < c->n_seq; s++)
+            if (next[s] > c->seq_len[s]) blocks_take(c, s, c->seq_len[s], next[s]);
     for (int32_t i0 = 0; i0 < b->n; i0 += c->n_ubatch) {
         const int32_t n = b->n - i0 < c->n_ubatch ? b->n - i0 : c->n_ubatch;
-        for (int32_t i = 0; i < n; i++) c->want[i] = b->logits ? b->logits[i0 + i] != 0 : (i0 + i == b->n - 1);
+        for (int32_t i = 0; i < n; i++) {
+            c->want[i] = b->logits ? b->logits[i0 + i] != 0 : (i0 + i == b->n - 1);
+            const int32_t s = b->seq[i0 + i], p = b->pos[i0 + i];
+            c->slot[i] = c->n_blocks ? c->blk_table[(size_t)s * c->max_bps + p / ENG_KV_BLOCK] * ENG_KV_BLOCK + p % ENG_KV_BLOCK : 0;
+        }
         eng_ubatch ub = {n, b->token + i0, b->pos + i0, b->seq + i0, c->want};
         eng_forward(c, &ub);
         for (int32_t i = 0; i < n; i++) c->seq_len[b->seq[i0 + i]] = b->pos[i0 + i] + 1;

@@ -51,9 +51,14 @@ typedef enum eng_device {
     ENG_DEVICE_AUTO = 2, /* CUDA when a GPU is present, else CPU */
 } eng_device;
 
+/* Positions per KV cache block: the unit the paged cache allocates and shares. */
+#define ENG_KV_BLOCK 256
+
 typedef struct eng_context_params {
     uint32_t n_ctx;      /* tokens per sequence */
     uint32_t n_seq_max;  /* sequences decoded at once */
+    uint32_t n_kv_blocks;/* KV blocks shared by all sequences; 0 = enough for every sequence to
+                          * reach n_ctx (models without attention layers need none) */
     uint32_t n_ubatch;   /* tokens per forward step (longer batches are split) */
     int n_threads;       /* CPU threads (0 = all) */
     eng_device device;
@@ -94,5 +99,20 @@ void eng_seq_clear(eng_context *c, int32_t seq);
 void eng_seq_copy(eng_context *c, int32_t src, int32_t dst);
 /* Number of positions a sequence holds. */
 int32_t eng_seq_len(const eng_context *c, int32_t seq);
+/* KV blocks in the pool, and free now. A sequence holds ceil(len / ENG_KV_BLOCK) blocks, some
+ * of them shared with the sequence it was copied from; writing into a shared block copies it
+ * first. eng_decode fails with DP_ENOMEM, changing nothing, when a step needs more blocks than
+ * are free: a scheduler reserves what its sequences will need (eng_kv_blocks_needed). */
+int32_t eng_kv_blocks_total(const eng_context *c);
+int32_t eng_kv_blocks_free(const eng_context *c);
+/* Blocks a sequence copied from one of shared_len positions needs of its own to reach len. */
+int32_t eng_kv_blocks_needed(int32_t len, int32_t shared_len);
+/* Bytes of one KV block over all attention layers (K and V), for sizing the pool from memory. */
+size_t eng_kv_block_bytes(const eng_model_info *info, int kv_type);
+/* Sizes p->n_kv_blocks from a memory budget in bytes (0 = what the machine has available now,
+ * dp_mem_available): the budget less the weights, the recurrent state of p->n_seq_max sequences
+ * and the buffers (eng_model_mem_estimate), in whole blocks, at most what every sequence needs
+ * at full context. DP_ENOMEM, naming the numbers, when not one sequence at full context fits. */
+dp_status eng_context_fit_budget(const eng_model *m, eng_context_params *p, uint64_t budget, dp_err *err);
 
 #endif /* ENG_ENGINE_H */

@@ -169,11 +169,11 @@ static void cpu_rope(eng_backend *be, float *x, int ld, int n_tok, int n_head, i
     }
 }
 
-static void cpu_kv_store(eng_backend *be, void *kc, void *vc, int kv_type, int n_ctx, int kv_dim, const float *k,
-                         const float *v, int ld, int n_tok, const int32_t *seq, const int32_t *pos) {
+static void cpu_kv_store(eng_backend *be, void *kc, void *vc, int kv_type, int kv_dim, const float *k, const float *v,
+                         int ld, int n_tok, const int32_t *slot) {
     (void)be;
     for (int t = 0; t < n_tok; t++) {
-        const size_t row = ((size_t)seq[t] * n_ctx + (size_t)pos[t]) * kv_dim;
+        const size_t row = (size_t)slot[t] * kv_dim;
         if (kv_type == ENG_TYPE_F32) {
             memcpy((float *)kc + row, k + (size_t)t * ld, (size_t)kv_dim * 4);
             memcpy((float *)vc + row, v + (size_t)t * ld, (size_t)kv_dim * 4);
@@ -197,21 +197,25 @@ static void attn_heads(void *arg, int ith, int nth) {
     const int hd = a->hd, kv_dim = a->n_head_kv * hd, group = a->n_head / a->n_head_kv;
     const int64_t total = (int64_t)a->n_tok * a->n_head;
     const int64_t i0 = total * ith / nth, i1 = total * (ith + 1) / nth;
-    float *sc = thread_scratch(at->c, ith, (size_t)a->n_ctx + 2 * (size_t)hd);
+    int max_pos = 0;
+    for (int t = 0; t < a->n_tok; t++)
+        if (a->pos[t] + 1 > max_pos) max_pos = a->pos[t] + 1;
+    float *sc = thread_scratch(at->c, ith, (size_t)max_pos + 2 * (size_t)hd);
     if (!sc) return;
-    float *acc = sc + a->n_ctx + hd;
+    float *acc = sc + max_pos + hd;
     const eng_kv_dot_fn kdot = eng_kv_dot_best(a->kv_type, at->c->exact);
     const eng_kv_axpy_fn vaxpy = eng_kv_axpy_best(a->kv_type, at->c->exact);
     for (int64_t i = i0; i < i1; i++) {
         const int t = (int)(i / a->n_head), h = (int)(i % a->n_head), kvh = h / group;
         const float *q = a->q + (size_t)t * a->ldq + (size_t)h * hd;
-        const int n_pos = a->pos[t] + 1;
-        const size_t base = (size_t)a->seq[t] * a->n_ctx * kv_dim + (size_t)kvh * hd;
-        const size_t esz = a->kv_type == ENG_TYPE_F32 ? 4 : 2;
-        const uint8_t *kb = (const uint8_t *)a->k + base * esz, *vb = (const uint8_t *)a->v + base * esz;
+        const int n_pos = a->pos[t] + 1, B = a->blk_size;
+        const int32_t *table = a->blk_table + (size_t)a->seq[t] * a->blk_stride;
+        const size_t esz = a->kv_type == ENG_TYPE_F32 ? 4 : 2, row = (size_t)kv_dim * esz;
+        /* position p lives in block table[p / B], row p % B: contiguous within a block */
+#define KV_ROW(base, p) ((const uint8_t *)(base) + ((size_t)table[(p) / B] * B + (size_t)((p) % B)) * row + (size_t)kvh * hd * esz)
         float mx = -INFINITY;
         for (int p = 0; p < n_pos; p++) {
-            const float s = kdot(q, kb + (size_t)p * kv_dim * esz, hd) * a->scale;
+            const float s = kdot(q, KV_ROW(a->k, p), hd) * a->scale;
             sc[p] = s;
             if (s > mx) mx = s;
         }
@@ -222,7 +226,8 @@ static void attn_heads(void *arg, int ith, int nth) {
         }
         const float inv = (float)(1.0 / sum);
         for (int j = 0; j < hd; j++) acc[j] = 0;
-        for (int p = 0; p < n_pos; p++) vaxpy(acc, sc[p] * inv, vb + (size_t)p * kv_dim * esz, hd);
+        for (int p = 0; p < n_pos; p++) vaxpy(acc, sc[p] * inv, KV_ROW(a->v, p), hd);
+#undef KV_ROW
         memcpy(a->out + (size_t)t * a->ldo + (size_t)h * hd, acc, (size_t)hd * 4);
     }
 }

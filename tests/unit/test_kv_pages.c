@@ -1,0 +1,165 @@
+/*
+ * test_kv_pages.c - the paged KV cache: a pool smaller than every sequence's full context gives
+ * the same logits, bit for bit, as a full one; a step that needs more blocks than are free is
+ * refused and changes nothing; shared prefix blocks are held by reference and copied only when
+ * a sequence writes into one, leaving its source intact.
+ */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+typedef struct fixture {
+    eng_model *m;
+    int32_t V;
+} fixture;
+
+static int setup(void **state) {
+    static fixture f;
+    eng_test_model_params p;
+    eng_test_model_defaults(&p, ENG_ARCH_QWEN3);
+    dp_err err = {0};
+    const char *path = tu_tmp("kv-pages-qwen3.gguf");
+    if (eng_test_model_write(&p, path, 3, &err) || eng_model_load(path, &f.m, &err)) return -1;
+    f.V = (int32_t)eng_model_get_info(f.m)->n_vocab;
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    eng_model_free(((fixture *)*state)->m);
+    return 0;
+}
+
+static eng_context *context(fixture *f, uint32_t n_blocks) {
+    eng_context_params cp = eng_context_default_params();
+    cp.n_ctx = 1024;
+    cp.n_seq_max = 4;
+    cp.n_threads = 2;
+    cp.n_ubatch = 256;
+    cp.n_kv_blocks = n_blocks;
+    eng_context *c = NULL;
+    dp_err err = {0};
+    if (eng_context_new(f->m, &cp, &c, &err)) fail_msg("context: %s", err.msg);
+    return c;
+}
+
+/* n tokens of seq from position pos0 (token ids derived from the position only) */
+static dp_status step(fixture *f, eng_context *c, int32_t seq, int32_t n, int32_t pos0, dp_err *err) {
+    int32_t *tok = malloc((size_t)n * 3 * sizeof(int32_t)), *pos = tok + n, *sq = pos + n;
+    for (int32_t i = 0; i < n; i++) {
+        tok[i] = ((pos0 + i) * 31 + 1) % f->V;
+        pos[i] = pos0 + i;
+        sq[i] = seq;
+    }
+    eng_batch b = {n, tok, pos, sq, NULL};
+    dp_status st = eng_decode(c, &b, err);
+    free(tok);
+    return st;
+}
+
+static void must_step(fixture *f, eng_context *c, int32_t seq, int32_t n, int32_t pos0) {
+    dp_err err = {0};
+    if (step(f, c, seq, n, pos0, &err)) fail_msg("decode seq %d: %s", seq, err.msg);
+}
+
+static void test_small_pool_gives_full_pool_logits(void **state) {
+    fixture *f = *state;
+    eng_context *full = context(f, 0), *small = context(f, 6);
+    assert_int_equal(eng_kv_blocks_total(full), 16);
+    assert_int_equal(eng_kv_blocks_total(small), 6);
+    float *want = malloc((size_t)f->V * sizeof(float));
+    const int32_t len[3] = {300, 500, 200};
+    for (int round = 0; round < 2; round++) {
+        eng_context *c = round ? small : full;
+        /* interleaved pieces, so blocks of different sequences alternate in the pool */
+        for (int32_t p0 = 0; p0 < 500; p0 += 100)
+            for (int32_t s = 0; s < 3; s++)
+                if (p0 < len[s]) must_step(f, c, s, len[s] - p0 < 100 ? len[s] - p0 : 100, p0);
+        for (int32_t s = 0; s < 3; s++) must_step(f, c, s, 1, len[s]);
+        if (!round) memcpy(want, eng_get_logits(c, 0), (size_t)f->V * sizeof(float));
+        else if (memcmp(want, eng_get_logits(c, 0), (size_t)f->V * sizeof(float)))
+            fail_msg("logits with a 6-block pool differ from a full pool");
+    }
+    /* 301, 501 and 201 positions hold 2 + 2 + 1 blocks */
+    assert_int_equal(eng_kv_blocks_free(small), 1);
+    eng_seq_clear(small, 1);
+    assert_int_equal(eng_kv_blocks_free(small), 3);
+    free(want);
+    eng_context_free(full);
+    eng_context_free(small);
+}
+
+static void test_exhausted_pool_refuses_the_step_and_changes_nothing(void **state) {
+    fixture *f = *state;
+    eng_context *c = context(f, 3);
+    must_step(f, c, 0, 256, 0);
+    must_step(f, c, 1, 200, 0);
+    assert_int_equal(eng_kv_blocks_free(c), 1);
+    must_step(f, c, 1, 56, 200);
+    /* both at 256 now: a step of one token each needs 2 new blocks, 1 is free */
+    int32_t tok[2] = {5, 7}, pos[2] = {256, 256}, sq[2] = {0, 1};
+    eng_batch b = {2, tok, pos, sq, NULL};
+    dp_err err = {0};
+    assert_int_equal(eng_decode(c, &b, &err), DP_ENOMEM);
+    assert_non_null(strstr(err.msg, "KV blocks"));
+    assert_int_equal(eng_seq_len(c, 0), 256);
+    assert_int_equal(eng_seq_len(c, 1), 256);
+    assert_int_equal(eng_kv_blocks_free(c), 1);
+    /* one of them alone fits; after a clear both do */
+    must_step(f, c, 0, 1, 256);
+    assert_int_equal(eng_kv_blocks_free(c), 0);
+    eng_seq_clear(c, 0);
+    assert_int_equal(eng_kv_blocks_free(c), 2);
+    must_step(f, c, 1, 1, 256);
+    eng_context_free(c);
+}
+
+static void test_shared_prefix_blocks_are_held_by_reference(void **state) {
+    fixture *f = *state;
+    eng_context *c = context(f, 8);
+    float *want = malloc((size_t)f->V * sizeof(float));
+    /* a 512-token prefix: two full blocks, shared by three copies without taking any */
+    must_step(f, c, 0, 256, 0);
+    must_step(f, c, 0, 256, 256);
+    assert_int_equal(eng_kv_blocks_free(c), 6);
+    for (int32_t s = 1; s < 4; s++) eng_seq_copy(c, 0, s);
+    assert_int_equal(eng_kv_blocks_free(c), 6);
+    must_step(f, c, 1, 10, 512);
+    assert_int_equal(eng_kv_blocks_free(c), 5);
+    assert_int_equal(eng_kv_blocks_needed(522, 512), 1);
+    /* a 300-token prefix: its second block is partly shared and copied on the first write */
+    for (int32_t s = 0; s < 4; s++) eng_seq_clear(c, s);
+    assert_int_equal(eng_kv_blocks_free(c), 8);
+    must_step(f, c, 0, 256, 0);
+    must_step(f, c, 0, 44, 256);
+    must_step(f, c, 0, 20, 300);
+    memcpy(want, eng_get_logits(c, 0), (size_t)f->V * sizeof(float));
+    eng_seq_clear(c, 0);
+    must_step(f, c, 0, 256, 0);
+    must_step(f, c, 0, 44, 256);
+    eng_seq_copy(c, 0, 2);
+    assert_int_equal(eng_kv_blocks_free(c), 6);
+    must_step(f, c, 2, 20, 300); /* the same ids as the unshared run: the same logits */
+    if (memcmp(want, eng_get_logits(c, 0), (size_t)f->V * sizeof(float)))
+        fail_msg("a copy that wrote into a shared block differs from an unshared sequence");
+    assert_int_equal(eng_kv_blocks_free(c), 5);
+    assert_int_equal(eng_kv_blocks_needed(320, 300), 1);
+    /* the source is intact: continuing it gives what an unshared sequence gives */
+    must_step(f, c, 0, 20, 300);
+    if (memcmp(want, eng_get_logits(c, 0), (size_t)f->V * sizeof(float)))
+        fail_msg("the source of a copy changed when the copy wrote into a shared block");
+    free(want);
+    eng_context_free(c);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_small_pool_gives_full_pool_logits),
+        cmocka_unit_test(test_exhausted_pool_refuses_the_step_and_changes_nothing),
+        cmocka_unit_test(test_shared_prefix_blocks_are_held_by_reference),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
