@@ -112,6 +112,10 @@ void dp_cond_broadcast(dp_cond *c);
 
 /* Number of CPUs this process may run on (>= 1). */
 int dp_cpu_count(void);
+/* Memory a process could use now without swapping (Linux: MemAvailable, which counts the page
+ * cache that can be dropped, a mapped model file's pages among it; a cgroup limit lowers it);
+ * 0 when unknown. */
+uint64_t dp_mem_available(void);
 
 /* ---- Advisory file locks ---------------------------------------------------------------- */
 

@@ -370,6 +370,38 @@ int dp_cpu_count(void) {
     return n > 0 ? (int)n : 1;
 }
 
+static uint64_t read_u64_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    unsigned long long v = 0;
+    if (fscanf(f, "%llu", &v) != 1) v = 0;
+    fclose(f);
+    return v;
+}
+
+uint64_t dp_mem_available(void) {
+    uint64_t avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb;
+        while (fgets(line, sizeof(line), f))
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+                avail = (uint64_t)kb * 1024;
+                break;
+            }
+        fclose(f);
+    }
+    if (!avail) {
+        long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && psz > 0) avail = (uint64_t)pages * (uint64_t)psz;
+    }
+    /* a container's memory limit (cgroup v2) bounds what is really available */
+    const uint64_t lim = read_u64_file("/sys/fs/cgroup/memory.max"), cur = read_u64_file("/sys/fs/cgroup/memory.current");
+    if (lim && lim > cur && lim - cur < avail) avail = lim - cur;
+    return avail;
+}
+
 dp_status dp_lock_acquire(dp_file *f, const char *path, dp_err *err) {
     dp_status st = dp_file_open(f, path, DP_FILE_READ | DP_FILE_WRITE | DP_FILE_CREATE, err);
     if (st) return st;

@@ -294,6 +294,8 @@ static void write_result(void *cb, const pl_gen_out *g) {
 int pl_cmd_batch(int argc, char **argv) {
     const char *model = NULL, *in = NULL, *outp = NULL;
     uint32_t seqs = 8, n_ctx = 4096, threads = 0;
+    uint64_t mem = 0;       /* 0 = what the machine has available */
+    uint32_t kv_blocks = 0; /* 0 = from the memory budget */
     int device = ENG_DEVICE_AUTO;
     bool think = false;
     for (int i = 1; i < argc; i++) {
@@ -306,6 +308,8 @@ int pl_cmd_batch(int argc, char **argv) {
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) ok = pl_parse_u32(o, v, 64, 1u << 24, &n_ctx);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = pl_parse_u32(o, v, 1, 1024, &threads);
         else if (!strcmp(o, "--device")) ok = pl_parse_device(v, &device);
+        else if (!strcmp(o, "--mem")) ok = pl_parse_size(o, v, &mem);
+        else if (!strcmp(o, "--kv-blocks")) ok = pl_parse_u32(o, v, 1, 1u << 24, &kv_blocks);
         else if (!strcmp(o, "--think")) think = true, takes = false;
         else {
             fprintf(stderr, "docpipe batch: unknown option '%s'\n", o);
@@ -324,6 +328,7 @@ int pl_cmd_batch(int argc, char **argv) {
     }
     eng_model *m = NULL;
     eng_context *c = NULL;
+    req *waiting = NULL; /* the next request, when the KV cache has no room for it yet */
     if (eng_model_load(model, &m, &err)) {
         fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
         free(data);
@@ -336,7 +341,9 @@ int pl_cmd_batch(int argc, char **argv) {
     cp.device = (eng_device)device;
     cp.n_ubatch = seqs * PIECE < 4096 ? seqs * PIECE : 4096;
     if (cp.n_ubatch < PIECE) cp.n_ubatch = PIECE;
-    if (eng_context_new(m, &cp, &c, &err)) {
+    dp_status fit = kv_blocks ? DP_OK : eng_context_fit_budget(m, &cp, mem, &err);
+    if (kv_blocks) cp.n_kv_blocks = kv_blocks;
+    if (fit || eng_context_new(m, &cp, &c, &err)) {
         fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
         eng_model_free(m);
         free(data);
@@ -361,27 +368,40 @@ int pl_cmd_batch(int argc, char **argv) {
     if (pl_sched_new(c, m, (int32_t)seqs, (int32_t)cp.n_ubatch, &sch, &err)) goto fail;
     if (shared_head(m, sch, data, len, (int32_t)n_ctx, think, &err)) goto fail;
     for (;;) {
-        /* admit: fill free slots with the next runnable requests */
+        /* admit: fill free slots with the next runnable requests, in input order */
         size_t ll = 0;
-        for (const char *ls; pl_sched_free_slots(sch) && (ls = next_line(data, len, &pos, &lineno, &ll));) {
-            if (!ll) continue;
-            req *r = parse_request(m, ls, ll, lineno, (int32_t)n_ctx, think);
-            if (!r) continue;
-            if (r->err_code) {
-                write_error(out, r, &br.n_id);
-                n_err++;
-                req_free(r);
-                continue;
+        const char *ls;
+        while (pl_sched_free_slots(sch)) {
+            req *r = waiting;
+            waiting = NULL;
+            if (!r) {
+                if (!(ls = next_line(data, len, &pos, &lineno, &ll))) break;
+                if (!ll || !(r = parse_request(m, ls, ll, lineno, (int32_t)n_ctx, think))) continue;
             }
-            pl_gen_req g = {r->prompt.ids, (int32_t)r->prompt.n, r->max_tokens, r->sp,
-                            (const char *const *)r->stop, r->n_stop, r};
-            if (pl_sched_admit(sch, &g, &err)) {
-                req_free(r);
-                goto fail;
+            if (!r->err_code) {
+                pl_gen_req g = {r->prompt.ids, (int32_t)r->prompt.n, r->max_tokens, r->sp,
+                                (const char *const *)r->stop, r->n_stop, r};
+                dp_status a = pl_sched_admit(sch, &g, &err);
+                if (a == DP_EBUSY) { /* wait for finished requests to free KV blocks */
+                    waiting = r;
+                    break;
+                }
+                if (a == DP_ERANGE) {
+                    r->err_code = strdup("context_length_exceeded");
+                    r->err_msg = strdup(dp_err_msg(&err));
+                } else if (a) {
+                    req_free(r);
+                    goto fail;
+                } else {
+                    continue;
+                }
             }
+            write_error(out, r, &br.n_id);
+            n_err++;
+            req_free(r);
         }
         dp_status st = pl_sched_step(sch, write_result, &br, &err);
-        if (st == DP_EOF) break;
+        if (st == DP_EOF && !waiting) break;
         if (st) goto fail;
     }
     fprintf(stderr, "batch: %ld results, %ld errors in %.1f s (%s, %u slots; %llu prompt tokens from the shared head)\n",
@@ -393,6 +413,7 @@ fail:
     fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
     rc = PL_EXIT_CONFIG;
 done:
+    req_free(waiting);
     if (sch) pl_sched_cancel_all(sch, drop_req);
     pl_sched_free(sch);
     if (fclose(out) != 0) rc = PL_EXIT_IOERR;
@@ -401,6 +422,7 @@ done:
     free(data);
     return rc;
 usage:
-    fprintf(stderr, "usage: docpipe batch -m MODEL.gguf -i requests.jsonl -o results.jsonl [--seqs N] [-c N] [-t N]\n");
+    fprintf(stderr, "usage: docpipe batch -m MODEL.gguf -i requests.jsonl -o results.jsonl [--seqs N] [-c N] [-t N] "
+                    "[--mem SIZE | --kv-blocks N]\n");
     return PL_EXIT_USAGE;
 }

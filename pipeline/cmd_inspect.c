@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "engine.h"
 #include "exit_codes.h"
+#include "platform.h"
 #include "utf8.h"
 
 static void fmt_bytes(uint64_t b, char *out, size_t n) {
@@ -123,6 +124,11 @@ int pl_cmd_inspect(int argc, char **argv) {
     if (!n_ctx) n_ctx = info.n_ctx_train && info.n_ctx_train < 8192 ? info.n_ctx_train : 8192;
     eng_mem_estimate mem;
     eng_model_mem_estimate(&info, n_ctx, n_seqs, 512, &mem);
+    /* what run and batch will do with it: the KV pool shrinks to the memory available */
+    const uint64_t avail = dp_mem_available(), bb = eng_kv_block_bytes(&info, ENG_TYPE_F16);
+    const uint64_t fixed = mem.weights + mem.recurrent + mem.compute, bps = (n_ctx + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK;
+    const uint64_t fit_blocks = bb && avail > fixed ? (avail - fixed) / bb : 0;
+    const bool fits = !avail || !bb || fit_blocks >= bps * n_seqs;
 
     /* type histogram */
     uint64_t hist_n[ENG_TYPE_COUNT] = {0}, hist_b[ENG_TYPE_COUNT] = {0};
@@ -180,6 +186,9 @@ int pl_cmd_inspect(int argc, char **argv) {
         json_object_set_new(m, "total", json_integer((json_int_t)mem.total));
         json_object_set_new(m, "kv_bytes_per_token", json_integer((json_int_t)mem.kv_per_token));
         json_object_set_new(m, "recurrent_bytes_per_seq", json_integer((json_int_t)mem.rec_per_seq));
+        json_object_set_new(m, "available", json_integer((json_int_t)avail));
+        json_object_set_new(m, "fits", json_boolean(fits));
+        if (!fits) json_object_set_new(m, "kv_blocks_that_fit", json_integer((json_int_t)fit_blocks));
         json_object_set_new(o, "memory", m);
         json_t *h = json_object();
         for (int t = 0; t < ENG_TYPE_COUNT; t++) {
@@ -294,6 +303,13 @@ int pl_cmd_inspect(int argc, char **argv) {
     if (info.n_rec_layers)
         printf("  recurrent state     %s (%llu bytes per sequence)\n", b3, (unsigned long long)mem.rec_per_seq);
     printf("  compute buffers     %s\n  total               %s\n", b4, b5);
+    fmt_bytes(avail, b1, sizeof(b1));
+    if (fits)
+        printf("  available now       %s: fits\n", avail ? b1 : "unknown");
+    else
+        printf("  available now       %s: the KV cache shrinks to %llu blocks of %d positions (%llu sequence%s at "
+               "full context; shorter requests share the rest)\n", b1, (unsigned long long)fit_blocks, ENG_KV_BLOCK,
+               (unsigned long long)(fit_blocks / bps), fit_blocks / bps == 1 ? "" : "s");
     eng_gguf_close(g);
     return PL_EXIT_OK;
 }

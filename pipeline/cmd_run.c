@@ -13,7 +13,7 @@
 bool pl_parse_device(const char *v, int *out);
 
 int pl_cmd_run(int argc, char **argv) {
-    pl_run_opts o = {false, -1, false, -1, 0, 0, 0};
+    pl_run_opts o = {false, -1, false, -1, 0, 0, 0, 0};
     const char *job = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -32,6 +32,8 @@ int pl_cmd_run(int argc, char **argv) {
                 return PL_EXIT_USAGE;
             }
             o.shard_i = si, o.shard_n = sn;
+        } else if (!strcmp(a, "--mem")) {
+            if (!pl_parse_size(a, i + 1 < argc ? argv[++i] : NULL, &o.mem)) return PL_EXIT_USAGE;
         } else if (!strcmp(a, "--shards")) {
             if (!pl_parse_u32(a, i + 1 < argc ? argv[++i] : NULL, 1, 65536, &o.shards)) return PL_EXIT_USAGE;
         } else if (a[0] == '-' || job) {
@@ -43,7 +45,7 @@ int pl_cmd_run(int argc, char **argv) {
     return pl_run_job(job, &o);
 usage:
     fprintf(stderr, "usage: docpipe run JOB.yaml [--restart] [--device cpu|cuda|auto] [--quiet] "
-            "[--progress=line|plain] [--shard I/N | --shards N]\n");
+            "[--progress=line|plain] [--shard I/N | --shards N] [--mem SIZE]\n");
     return PL_EXIT_USAGE;
 }
 

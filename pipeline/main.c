@@ -55,6 +55,27 @@ bool pl_parse_u32(const char *opt, const char *val, uint32_t lo, uint32_t hi, ui
     return true;
 }
 
+bool pl_parse_size(const char *opt, const char *val, uint64_t *out) {
+    if (!val) {
+        fprintf(stderr, "docpipe: %s needs a value\n", opt);
+        return false;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(val, &end, 10);
+    unsigned shift = 0;
+    if (*end && !end[1]) {
+        const char *units = "KMGT", *u = strchr(units, end[0] & ~0x20);
+        if (u && end[0]) shift = 10u * (unsigned)(u - units + 1), end++;
+    }
+    if (errno || end == val || *end || val[0] == '-' || v == 0 || v > (~0ull >> shift)) {
+        fprintf(stderr, "docpipe: %s: '%s' is not a size such as 512M or 12G\n", opt, val);
+        return false;
+    }
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
 int main(int argc, char **argv) {
     int i = 1;
     dp_log_set_level(DP_LOG_LEVEL_WARN);

@@ -467,7 +467,7 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     uint32_t ub = (uint32_t)j->model.max_sequences * 256u;
     cp.n_ubatch = ub > 2048 ? 2048 : ub < 256 ? 256 : ub;
     r->n_ubatch = (int32_t)cp.n_ubatch;
-    if (eng_context_new(r->model, &cp, &r->ctx, &err)) {
+    if (eng_context_fit_budget(r->model, &cp, o->mem, &err) || eng_context_new(r->model, &cp, &r->ctx, &err)) {
         fprintf(stderr, "docpipe: %s: %s\n", j->file, dp_err_msg(&err));
         return PL_EXIT_CONFIG;
     }

@@ -13,6 +13,7 @@ typedef struct slot {
     bool busy, decoding;
     eng_tokens prompt;
     int32_t max_tokens, n_fed, n_gen, next;
+    int32_t kv_reserved;  /* KV blocks this request may still take (see admit) */
     char **stop;
     size_t n_stop;
     eng_sampler *smp;
@@ -32,6 +33,7 @@ struct pl_sched {
     uint64_t n_tokens;
     eng_tokens prefix;          /* shared prompt head, held by sequence n_slots */
     uint64_t prefix_saved;
+    int32_t kv_committed;       /* KV blocks reserved by the active requests */
 };
 
 static void slot_clear(slot *s) {
@@ -78,6 +80,13 @@ void pl_sched_free(pl_sched *s) {
 }
 
 int32_t pl_sched_free_slots(const pl_sched *s) { return s->n_slots - s->n_busy; }
+
+/* KV blocks the requests may use: the pool less the shared prefix's blocks (0 = no pool, an
+ * attention-free model). */
+static int32_t kv_capacity(const pl_sched *s) {
+    const int32_t total = eng_kv_blocks_total(s->c);
+    return total ? total - eng_kv_blocks_needed((int32_t)s->prefix.n, 0) : 0;
+}
 int32_t pl_sched_active(const pl_sched *s) { return s->n_busy; }
 uint64_t pl_sched_tokens(const pl_sched *s) { return s->n_tokens; }
 uint64_t pl_sched_prefix_saved(const pl_sched *s) { return s->prefix_saved; }
@@ -113,6 +122,18 @@ dp_status pl_sched_admit(pl_sched *s, const pl_gen_req *r, dp_err *err) {
     while (k < s->n_slots && s->sl[k].busy) k++;
     if (k == s->n_slots) return dp_err_set(err, DP_EBUSY, "scheduler: no free slot");
     if (r->n_prompt < 1 || r->max_tokens < 1) return dp_err_set(err, DP_EINVAL, "scheduler: empty request");
+    /* Reserve the KV blocks the request can reach (prompt + max_tokens) before it starts, so a
+     * step never runs out of blocks halfway: a request waits until finished ones free enough,
+     * and one that cannot fit even an empty pool is refused outright. */
+    const int32_t np = (int32_t)s->prefix.n;
+    const bool shares = np && r->n_prompt > np && !memcmp(r->prompt, s->prefix.ids, (size_t)np * sizeof(int32_t));
+    const int32_t cap = kv_capacity(s), need = eng_kv_blocks_needed(r->n_prompt + r->max_tokens, shares ? np : 0);
+    if (cap && need > cap)
+        return dp_err_set(err, DP_ERANGE, "the request needs %d KV blocks (%d prompt + %d max_tokens positions), the "
+                          "cache holds %d", need, r->n_prompt, r->max_tokens, cap);
+    if (cap && s->kv_committed + need > cap)
+        return dp_err_set(err, DP_EBUSY, "scheduler: %d KV blocks free of %d, the request needs %d",
+                          cap - s->kv_committed, cap, need);
     slot *sl = &s->sl[k];
     memset(sl, 0, sizeof(*sl));
     dp_status st = DP_OK;
@@ -134,12 +155,13 @@ dp_status pl_sched_admit(pl_sched *s, const pl_gen_req *r, dp_err *err) {
     for (int32_t i = 0; i < r->n_prompt; i++) eng_sampler_accept(sl->smp, r->prompt[i]);
     dp_buf_init(&sl->text, (size_t)1 << 26);
     sl->max_tokens = r->max_tokens;
+    sl->kv_reserved = cap ? need : 0;
+    s->kv_committed += sl->kv_reserved;
     sl->user = r->user;
     sl->busy = true;
     sl->t_admit = dp_time_ns();
     eng_seq_clear(s->c, k);
-    const int32_t np = (int32_t)s->prefix.n;
-    if (np && r->n_prompt > np && !memcmp(r->prompt, s->prefix.ids, (size_t)np * sizeof(int32_t))) {
+    if (shares) {
         eng_seq_copy(s->c, s->n_slots, k);
         sl->n_fed = np;
         s->prefix_saved += (uint64_t)np;
@@ -152,6 +174,7 @@ void pl_sched_cancel_all(pl_sched *s, void (*drop)(void *user)) {
     for (int32_t k = 0; k < s->n_slots; k++)
         if (s->sl[k].busy) {
             if (drop) drop(s->sl[k].user);
+            s->kv_committed -= s->sl[k].kv_reserved;
             slot_clear(&s->sl[k]);
             eng_seq_clear(s->c, k);
         }
@@ -222,7 +245,9 @@ dp_status pl_sched_step(pl_sched *s, pl_sched_done_fn done, void *cb, dp_err *er
         pl_gen_out o = {sl->user, sl->text.data ? (const char *)sl->text.data : "", sl->text.len,
                         (int32_t)sl->prompt.n, sl->n_gen, finish, sl->t_admit, sl->t_first, dp_time_ns()};
         if (done) done(cb, &o);
+        s->kv_committed -= sl->kv_reserved;
         slot_clear(sl);
+        eng_seq_clear(s->c, s->bseq[i]);
         s->n_busy--;
     }
     return DP_OK;

@@ -58,7 +58,10 @@ dp_status pl_sched_new(eng_context *c, const eng_model *m, int32_t n_slots, int3
 void pl_sched_free(pl_sched *s);
 int32_t pl_sched_free_slots(const pl_sched *s);
 int32_t pl_sched_active(const pl_sched *s);
-/* Starts a request in a free slot (DP_EBUSY when none is free). */
+/* Starts a request in a free slot. It first reserves the KV cache blocks the request can reach
+ * (eng_kv_blocks_needed of prompt + max_tokens, less the blocks of a shared prefix): DP_EBUSY
+ * when no slot or not enough blocks are free now (admit it after a step frees some), DP_ERANGE
+ * when it could not fit even an otherwise empty cache (report it as context_length_exceeded). */
 dp_status pl_sched_admit(pl_sched *s, const pl_gen_req *r, dp_err *err);
 /* Runs one engine step and reports every request it finished through done (in slot order).
  * DP_EOF when no request is active. */

@@ -23,6 +23,7 @@ typedef struct infer {
     pl_sched *s;
     eng_tok_ws *ws;
     pl_item **ready;     /* reduce requests waiting for a slot (FIFO) */
+    pl_item *waiting;    /* the next request, when the KV cache has no room for it yet */
     size_t n_ready, head_ready, cap_ready;
     dp_status st;
     dp_err err;
@@ -218,6 +219,16 @@ static dp_status admit(infer *f, pl_item *it) {
     pl_gen_req g = {it->prompt.ids, (int32_t)it->prompt.n, (int32_t)r->job.generation.max_tokens,
                     pl_run_sampler(r, cid), NULL, 0, it};
     dp_status st = pl_sched_admit(f->s, &g, &f->err);
+    if (st == DP_EBUSY) { /* after finished requests free KV blocks; DP_EBUSY stops admitting */
+        f->waiting = it;
+        return st;
+    }
+    if (st == DP_ERANGE) { /* it cannot fit even an empty cache */
+        it->err_code = "context_length_exceeded";
+        it->err_msg = strdup(dp_err_msg(&f->err));
+        eng_tokens_free(&it->prompt);
+        return no_engine(f, it);
+    }
     if (st) pl_item_free(it);
     return st;
 }
@@ -263,9 +274,19 @@ void *pl_stage_infer(void *arg) {
     while (!r->stopping && !f.st) {
         /* fill free slots: reduce requests first, then new work */
         while (pl_sched_free_slots(f.s) > 0 && !f.st && !r->stopping) {
+            dp_status a;
+            if (f.waiting) {
+                pl_item *it = f.waiting;
+                f.waiting = NULL;
+                if ((a = admit(&f, it)) == DP_EBUSY) break;
+                f.st = a;
+                continue;
+            }
             if (f.head_ready < f.n_ready) {
-                f.st = admit(&f, f.ready[f.head_ready++]);
+                a = admit(&f, f.ready[f.head_ready++]);
                 if (f.head_ready == f.n_ready) f.head_ready = f.n_ready = 0;
+                if (a == DP_EBUSY) break;
+                f.st = a;
                 continue;
             }
             if (input_done) break;
@@ -278,11 +299,12 @@ void *pl_stage_infer(void *arg) {
                 break;
             }
             if (q) goto out; /* aborted: a failure or a stop elsewhere */
-            f.st = admit(&f, p);
+            if ((a = admit(&f, p)) == DP_EBUSY) break;
+            f.st = a;
         }
         if (f.st) break;
         if (pl_sched_active(f.s) == 0) {
-            if (input_done && f.head_ready >= f.n_ready) break;
+            if (input_done && f.head_ready >= f.n_ready && !f.waiting) break;
             continue;
         }
         dp_status st = pl_sched_step(f.s, on_done, &f, &f.err);
@@ -297,6 +319,7 @@ out:
     if (f.st) pl_run_fail(r, f.st, &f.err, 70);
     if (f.s) pl_sched_cancel_all(f.s, pl_item_free);
     for (size_t i = f.head_ready; i < f.n_ready; i++) pl_item_free(f.ready[i]);
+    pl_item_free(f.waiting);
     free(f.ready);
     pl_sched_free(f.s);
     eng_tok_ws_free(f.ws);

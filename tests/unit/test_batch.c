@@ -19,7 +19,7 @@ static json_t *load_results(const char *path, int *n_lines) {
     *n_lines = 0;
     while (fgets(line, sizeof(line), f)) {
         json_error_t je;
-        json_t *o = json_loads(line, 0, &je);
+        json_t *o = json_loads(line, JSON_ALLOW_NUL, &je); /* model text may hold U+0000 */
         if (!o) fail_msg("%s: invalid JSON line: %s", path, je.text);
         (*n_lines)++;
         const char *cid = json_string_value(json_object_get(o, "custom_id"));
@@ -103,6 +103,47 @@ static void test_batch_results_do_not_depend_on_batching(void **state) {
     run_arch("qwen35");
 }
 
+/* A KV pool of 2 blocks (256 positions each) for 8 slots: requests wait for blocks instead of
+ * failing mid-way, the one that needs 3 blocks is refused with context_length_exceeded, and
+ * every other request's text is what it is with a pool that never runs short. */
+static void test_batch_waits_for_kv_blocks_and_refuses_what_never_fits(void **state) {
+    (void)state;
+    char model[256], in[256], out[2][256];
+    snprintf(model, sizeof(model), "%s", tu_tmp("qwen3"));
+    assert_int_equal(tu_run(NULL, "make-test-model --arch qwen3 --out '%s'", model), 0);
+    snprintf(in, sizeof(in), "%s", tu_tmp("kv-req.jsonl"));
+    FILE *f = fopen(in, "w");
+    for (int i = 0; i < 12; i++)
+        fprintf(f, "{\"custom_id\": \"r%d\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"Line %d of the log "
+                "reads\", \"max_tokens\": %d, \"temperature\": 0.7, \"seed\": %d}}\n", i, i, 20 + 30 * (i % 4), i);
+    fprintf(f, "{\"custom_id\": \"long\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"");
+    for (int i = 0; i < 100; i++) fprintf(f, "word%d ", i % 10); /* about 400 tokens */
+    fprintf(f, "\", \"max_tokens\": 300}}\n");
+    fclose(f);
+    json_t *res[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(out[k], sizeof(out[k]), "%s", tu_tmp(k ? "kv2.jsonl" : "kvfull.jsonl"));
+        int rc = tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --seqs 8 -c 1024 -t 2%s", model, in, out[k],
+                        k ? " --kv-blocks 2" : "");
+        assert_int_equal(rc, k ? 3 : 0);
+        int n_lines;
+        res[k] = load_results(out[k], &n_lines);
+        assert_int_equal(n_lines, 13);
+    }
+    assert_string_equal(json_string_value(json_object_get(res[1], "long")), "error:context_length_exceeded");
+    assert_true(strncmp(json_string_value(json_object_get(res[0], "long")), "error:", 6) != 0);
+    for (int i = 0; i < 12; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "r%d", i);
+        const char *a = json_string_value(json_object_get(res[0], id)), *b = json_string_value(json_object_get(res[1], id));
+        if (!a || !b || strcmp(a, b)) fail_msg("%s differs with a 2-block pool: '%s' vs '%s'", id, a, b);
+    }
+    json_decref(res[0]);
+    json_decref(res[1]);
+    /* a budget that cannot hold one sequence is a configuration error naming the numbers */
+    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --mem 64K", model, in, out[0]), 78);
+}
+
 static void test_batch_usage_errors(void **state) {
     (void)state;
     assert_int_equal(tu_run(NULL, "batch -m x.gguf"), 64);
@@ -113,6 +154,7 @@ static void test_batch_usage_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_results_do_not_depend_on_batching),
+        cmocka_unit_test(test_batch_waits_for_kv_blocks_and_refuses_what_never_fits),
         cmocka_unit_test(test_batch_usage_errors),
     };
     return cmocka_run_group_tests_name("batch", tests, NULL, NULL);
