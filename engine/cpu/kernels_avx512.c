@@ -268,19 +268,6 @@ static inline __m512i quarter_q5_k(const uint8_t *blk, int qi) {
     return _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(hb, _mm512_set1_epi8(1)), 4));
 }
 
-static inline __m512i quarter_q6_k(const uint8_t *blk, int qi) {
-    const int half = qi / 2;
-    const __m512i l = _mm512_loadu_si512(blk + offsetof(eng_block_q6_k, ql) + 64 * half);
-    const __m256i h = _mm256_loadu_si256((const __m256i *)(blk + offsetof(eng_block_q6_k, qh) + 32 * half));
-    const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
-    /* the low 32 values take qh bits 0-1 (odd quarter: 4-5), the next 32 bits 2-3 (6-7) */
-    const int sh = (qi & 1) ? 4 : 0;
-    const __m512i hs = _mm512_srlv_epi16(hh, _mm512_inserti64x4(_mm512_set1_epi16((short)sh), _mm256_set1_epi16((short)(sh + 2)), 1));
-    const __m512i lo = (qi & 1) ? _mm512_srli_epi16(l, 4) : l;
-    return _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi8(0xF)),
-                           _mm512_slli_epi16(_mm512_and_si512(hs, _mm512_set1_epi8(3)), 4));
-}
-
 /* One row's scales as 16 dwords: 8 scales, then the 8 min pairs (each min twice as int16). */
 static inline __m512i scales_q4_k(const uint8_t *blk, size_t off) {
     uint8_t sc[8], mn[8];
@@ -311,12 +298,46 @@ static inline __attribute__((always_inline)) void unpack_tile(int kind, const ui
         uint8_t *o = tb + (size_t)b * TB_BYTES(nsub);
         const uint8_t *rp[TILE];
         for (int r = 0; r < TILE; r++) rp[r] = r < nr ? w + (size_t)r * row_bytes + (size_t)b * bb : zero_block;
-        for (int qi = 0; qi < 4; qi++) {
-            __m512i v[16];
-            for (int r = 0; r < TILE; r++)
-                v[r] = kind == KQ4 ? quarter_q4_k(rp[r], qi) : kind == KQ5 ? quarter_q5_k(rp[r], qi) : quarter_q6_k(rp[r], qi);
-            transpose16(v);
-            for (int i = 0; i < 16; i++) _mm512_store_si512(o + 64 * (16 * qi + i), v[i]);
+        if (kind != KQ6) {
+            /* measured: decoding quarters before the transpose reads DRAM faster than transposing
+             * the packed bytes for Q4_K (the reverse of Q6_K below) */
+            for (int qi = 0; qi < 4; qi++) {
+                __m512i v[16];
+                for (int r = 0; r < TILE; r++) v[r] = kind == KQ4 ? quarter_q4_k(rp[r], qi) : quarter_q5_k(rp[r], qi);
+                transpose16(v);
+                for (int i = 0; i < 16; i++) _mm512_store_si512(o + 64 * (16 * qi + i), v[i]);
+            }
+        } else {
+            /* Transpose ql (2 x 64 bytes) and qh (64 bytes) as they are, then assemble: for half h
+             * and k < 8, ql dwords 16h + k and 16h + 8 + k with qh dword 8h + k give the column
+             * groups 32h + k (+8, +16, +24): low nibbles with qh bits 0-1 and 2-3, high nibbles
+             * with bits 4-5 and 6-7. */
+            const __m512i m4 = _mm512_set1_epi8(0xF), m3 = _mm512_set1_epi8(3);
+            __m512i l[2][16], hv[16];
+            for (int r = 0; r < TILE; r++) {
+                l[0][r] = _mm512_loadu_si512(rp[r] + offsetof(eng_block_q6_k, ql));
+                l[1][r] = _mm512_loadu_si512(rp[r] + offsetof(eng_block_q6_k, ql) + 64);
+                hv[r] = _mm512_loadu_si512(rp[r] + offsetof(eng_block_q6_k, qh));
+            }
+            transpose16(l[0]);
+            transpose16(l[1]);
+            transpose16(hv);
+            for (int h = 0; h < 2; h++)
+                for (int k = 0; k < 8; k++) {
+                    const __m512i a = l[h][k], bq = l[h][8 + k], q = hv[8 * h + k];
+                    const int g = 32 * h + k;
+                    _mm512_store_si512(o + 64 * g, _mm512_or_si512(_mm512_and_si512(a, m4),
+                                                                   _mm512_slli_epi16(_mm512_and_si512(q, m3), 4)));
+                    _mm512_store_si512(o + 64 * (g + 8),
+                                       _mm512_or_si512(_mm512_and_si512(bq, m4),
+                                                       _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(q, 2), m3), 4)));
+                    _mm512_store_si512(o + 64 * (g + 16),
+                                       _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), m4),
+                                                       _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(q, 4), m3), 4)));
+                    _mm512_store_si512(o + 64 * (g + 24),
+                                       _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(bq, 4), m4),
+                                                       _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(q, 6), m3), 4)));
+                }
         }
         __m512i *sc = (__m512i *)(void *)(o + TB_Q), *mp = sc + nsub;
         __m512i v[16];
