@@ -59,9 +59,10 @@ typedef struct eng_backend_ops {
     void (*rmsnorm)(eng_backend *be, const float *x, int ldx, const float *w, float *y, int ldy, int n_rows, int n,
                     float eps);
     /* in place on n_tok rows of n_head heads of hd (head h at x + t*ld + h*hd): rotate the first
-     * n_rot dims by position (NEOX: pairs (i, i + n_rot/2); else (2i, 2i+1)) */
+     * n_rot dims by position (NEOX: pairs (i, i + n_rot/2); else (2i, 2i+1)) by the angle
+     * pos * base^(-2i/n_rot), divided by freq_div[i] when given (Llama 3.1 rope_freqs) */
     void (*rope)(eng_backend *be, float *x, int ld, int n_tok, int n_head, int hd, int n_rot, const int32_t *pos,
-                 float base, bool neox);
+                 float base, bool neox, const float *freq_div);
     /* writes n_tok rows of K and V into cache rows slot[t] */
     void (*kv_store)(eng_backend *be, void *kcache, void *vcache, int kv_type, int kv_dim, const float *k,
                      const float *v, int ld, int n_tok, const int32_t *slot);

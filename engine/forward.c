@@ -59,8 +59,8 @@ static void attention_layer(eng_context *c, const eng_layer *L, const eng_ubatch
         be->ops->rmsnorm(be, q, hd, L->q_norm, q, hd, T * H, hd, in->rms_eps);
         be->ops->rmsnorm(be, b->k, hd, L->k_norm, b->k, hd, T * Hkv, hd, in->rms_eps);
     }
-    be->ops->rope(be, q, qd, T, H, hd, (int)in->n_rot, ub->pos, in->rope_base, m->rope_neox);
-    be->ops->rope(be, b->k, kvd, T, Hkv, hd, (int)in->n_rot, ub->pos, in->rope_base, m->rope_neox);
+    be->ops->rope(be, q, qd, T, H, hd, (int)in->n_rot, ub->pos, in->rope_base, m->rope_neox, m->rope_freqs);
+    be->ops->rope(be, b->k, kvd, T, Hkv, hd, (int)in->n_rot, ub->pos, in->rope_base, m->rope_neox, m->rope_freqs);
 
     /* cache K (after RoPE) and V, then attend over positions <= pos of the same sequence */
     eng_kv_layer *kvl = &c->kv[L->kv_index];

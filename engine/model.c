@@ -157,6 +157,8 @@ dp_status eng_model_load(const char *path, eng_model **out, dp_err *err) {
     if ((st = get_weight(m, "output.weight", in->n_embd, in->n_vocab, false, &m->output, err))) goto fail;
     if (!m->output.data) m->output = m->tok_embd;
     if ((st = get_vec(m, "output_norm.weight", in->n_embd, true, &m->output_norm, err))) goto fail;
+    if (in->arch == ENG_ARCH_LLAMA && (st = get_vec(m, "rope_freqs.weight", in->n_rot / 2, false, &m->rope_freqs, err)))
+        goto fail;
     if (eng_tokenizer_n_vocab(m->tok) > (int32_t)in->n_vocab) {
         st = dp_err_set(err, DP_EFORMAT, "%s: the tokenizer has %d tokens but the embedding only %u rows", path,
                         eng_tokenizer_n_vocab(m->tok), in->n_vocab);

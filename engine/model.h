@@ -58,6 +58,7 @@ struct eng_model {
     eng_layer *layers;         /* [n_layer] */
     bool q_gated;              /* qwen35 attention: attn_q holds query and gate per head */
     bool rope_neox;            /* NEOX pairing (Qwen); NORMAL for llama */
+    const float *rope_freqs;   /* (optional, llama 3.1 style) [n_rot/2]: theta_i is divided by it */
     float **owned;             /* f32 copies of small tensors stored in other types */
     int n_owned;
     char template_kind;        /* chat template family, see chat.h */

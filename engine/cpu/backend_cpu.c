@@ -145,7 +145,7 @@ static void cpu_rmsnorm(eng_backend *be, const float *x, int ldx, const float *w
 }
 
 static void cpu_rope(eng_backend *be, float *x, int ld, int n_tok, int n_head, int hd, int n_rot, const int32_t *pos,
-                     float base, bool neox) {
+                     float base, bool neox, const float *freq_div) {
     (void)be;
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float cs[512], sn[512];
@@ -153,8 +153,9 @@ static void cpu_rope(eng_backend *be, float *x, int ld, int n_tok, int n_head, i
         /* theta_i = pos * theta_scale^i by repeated multiplication, as ggml builds its cache */
         float theta = (float)pos[t];
         for (int i = 0; i < n_rot / 2; i++) {
-            cs[i] = cosf(theta);
-            sn[i] = sinf(theta);
+            const float th = freq_div ? theta / freq_div[i] : theta;
+            cs[i] = cosf(th);
+            sn[i] = sinf(th);
             theta *= theta_scale;
         }
         for (int h = 0; h < n_head; h++) {

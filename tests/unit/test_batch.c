@@ -64,18 +64,19 @@ static void write_requests(const char *path, bool reverse) {
 }
 
 static void run_arch(const char *arch) {
-    char model[256], in[256], in_rev[256], out[3][256];
+    char model[256], in[256], in_rev[256], out[4][256];
     snprintf(model, sizeof(model), "%s", tu_tmp(arch));
     assert_int_equal(tu_run(NULL, "make-test-model --arch %s --out '%s'", arch, model), 0);
     snprintf(in, sizeof(in), "%s", tu_tmp("req.jsonl"));
     snprintf(in_rev, sizeof(in_rev), "%s", tu_tmp("req-rev.jsonl"));
     write_requests(in, false);
     write_requests(in_rev, true);
-    const char *inputs[3] = {in, in, in_rev};
-    const int seqs[3] = {1, 16, 5};
-    json_t *res[3];
-    for (int k = 0; k < 3; k++) {
-        snprintf(out[k], sizeof(out[k]), "%s", tu_tmp(k == 0 ? "o1.jsonl" : k == 1 ? "o16.jsonl" : "orev.jsonl"));
+    /* alone, among 16, admitted in reverse order 5 at a time, all 32 at once in 64 slots */
+    const char *inputs[4] = {in, in, in_rev, in};
+    const int seqs[4] = {1, 16, 5, 64};
+    json_t *res[4];
+    for (int k = 0; k < 4; k++) {
+        snprintf(out[k], sizeof(out[k]), "%s", tu_tmp(k == 0 ? "o1.jsonl" : k == 1 ? "o16.jsonl" : k == 2 ? "orev.jsonl" : "o64.jsonl"));
         int rc = tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --seqs %d -c 256 -t 2", model, inputs[k], out[k], seqs[k]);
         assert_int_equal(rc, 3); /* finished, some requests failed */
         int n_lines;
@@ -84,7 +85,7 @@ static void run_arch(const char *arch) {
     }
     assert_string_equal(json_string_value(json_object_get(res[0], "bad-url")), "error:invalid_request");
     assert_string_equal(json_string_value(json_object_get(res[0], "")), "error:invalid_request");
-    for (int k = 1; k < 3; k++) {
+    for (int k = 1; k < 4; k++) {
         const char *key;
         json_t *v;
         json_object_foreach(res[0], key, v) {
@@ -94,7 +95,7 @@ static void run_arch(const char *arch) {
                          o ? json_string_value(o) : "(missing)");
         }
     }
-    for (int k = 0; k < 3; k++) json_decref(res[k]);
+    for (int k = 0; k < 4; k++) json_decref(res[k]);
 }
 
 static void test_batch_results_do_not_depend_on_batching(void **state) {

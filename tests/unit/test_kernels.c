@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "cpu/kernels.h"
 #include "cpu/threadpool.h"
 #include "quant.h"
@@ -185,6 +186,39 @@ static void test_q8_k_activation_quantizer_matches_reference(void **state) {
     }
 }
 
+/* RoPE as model-spec 4.3 states it, in double: NORMAL pairs (2i, 2i+1) with Llama 3.1 frequency
+ * divisors, and NEOX pairs (i, i + n_rot/2) without, leaving dims past n_rot alone. */
+static void test_rope_pairs_and_frequency_divisors(void **state) {
+    (void)state;
+    eng_backend *be;
+    dp_err err = {0};
+    assert_int_equal(eng_backend_cpu_new(1, false, &be, &err), DP_OK);
+    enum { HD = 12, NROT = 8, T = 3 };
+    const int32_t pos[T] = {0, 5, 1000};
+    const float div[NROT / 2] = {1.0f, 2.0f, 4.0f, 8.0f};
+    for (int neox = 0; neox < 2; neox++) {
+        float x[T][HD], want[T][HD];
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < HD; i++) x[t][i] = want[t][i] = (float)(i + 1) * (t % 2 ? -0.5f : 0.25f);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < NROT / 2; i++) {
+                double th = pos[t] * pow(10000.0, -2.0 * i / NROT);
+                if (!neox) th /= div[i];
+                const int a = neox ? i : 2 * i, b = neox ? i + NROT / 2 : 2 * i + 1;
+                const double x0 = x[t][a], x1 = x[t][b];
+                want[t][a] = (float)(x0 * cos(th) - x1 * sin(th));
+                want[t][b] = (float)(x0 * sin(th) + x1 * cos(th));
+            }
+        be->ops->rope(be, &x[0][0], HD, T, 1, HD, NROT, pos, 10000.0f, neox, neox ? NULL : div);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < HD; i++)
+                if (fabsf(x[t][i] - want[t][i]) > 2e-4f * (1.0f + fabsf(want[t][i])))
+                    fail_msg("rope %s pos %d dim %d: %.6f, want %.6f", neox ? "neox" : "normal", pos[t], i,
+                             (double)x[t][i], (double)want[t][i]);
+    }
+    be->ops->free(be);
+}
+
 static void test_q8_0_activation_rounds_half_to_even(void **state) {
     (void)state; /* llama.cpp's x86 path: q = round_half_even(x * 127 / amax) */
     float x[32] = {0};
@@ -240,6 +274,7 @@ int main(void) {
         cmocka_unit_test(test_four_row_kernels_match_single_row_reference),
         cmocka_unit_test(test_gemm_matches_single_row_kernel_bit_for_bit),
         cmocka_unit_test(test_q8_k_activation_quantizer_matches_reference),
+        cmocka_unit_test(test_rope_pairs_and_frequency_divisors),
         cmocka_unit_test(test_q8_0_activation_rounds_half_to_even),
         cmocka_unit_test(test_thread_pool_runs_every_slice_once),
     };
