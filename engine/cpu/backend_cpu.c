@@ -205,20 +205,24 @@ static void attn_heads(void *arg, int ith, int nth) {
     if (!sc) return;
     float *acc = sc + max_pos + hd;
     const eng_kv_dot_fn kdot = eng_kv_dot_best(a->kv_type, at->c->exact);
-    const eng_kv_axpy_fn vaxpy = eng_kv_axpy_best(a->kv_type, at->c->exact);
+    const eng_kv_axpy_rows_fn vaxpy = eng_kv_axpy_rows_best(a->kv_type, at->c->exact);
     for (int64_t i = i0; i < i1; i++) {
         const int t = (int)(i / a->n_head), h = (int)(i % a->n_head), kvh = h / group;
         const float *q = a->q + (size_t)t * a->ldq + (size_t)h * hd;
         const int n_pos = a->pos[t] + 1, B = a->blk_size;
         const int32_t *table = a->blk_table + (size_t)a->seq[t] * a->blk_stride;
         const size_t esz = a->kv_type == ENG_TYPE_F32 ? 4 : 2, row = (size_t)kv_dim * esz;
-        /* position p lives in block table[p / B], row p % B: contiguous within a block */
-#define KV_ROW(base, p) ((const uint8_t *)(base) + ((size_t)table[(p) / B] * B + (size_t)((p) % B)) * row + (size_t)kvh * hd * esz)
+        /* positions p0.. of block table[p0 / B] are contiguous rows */
+#define KV_BLOCK(base, p0) ((const uint8_t *)(base) + (size_t)table[(p0) / B] * B * row + (size_t)kvh * hd * esz)
         float mx = -INFINITY;
-        for (int p = 0; p < n_pos; p++) {
-            const float s = kdot(q, KV_ROW(a->k, p), hd) * a->scale;
-            sc[p] = s;
-            if (s > mx) mx = s;
+        for (int p0 = 0; p0 < n_pos; p0 += B) {
+            const uint8_t *kb = KV_BLOCK(a->k, p0);
+            const int n = n_pos - p0 < B ? n_pos - p0 : B;
+            for (int p = 0; p < n; p++) {
+                const float s = kdot(q, kb + (size_t)p * row, hd) * a->scale;
+                sc[p0 + p] = s;
+                if (s > mx) mx = s;
+            }
         }
         double sum = 0;
         for (int p = 0; p < n_pos; p++) {
@@ -226,9 +230,11 @@ static void attn_heads(void *arg, int ith, int nth) {
             sum += sc[p];
         }
         const float inv = (float)(1.0 / sum);
+        for (int p = 0; p < n_pos; p++) sc[p] *= inv;
         for (int j = 0; j < hd; j++) acc[j] = 0;
-        for (int p = 0; p < n_pos; p++) vaxpy(acc, sc[p] * inv, KV_ROW(a->v, p), hd);
-#undef KV_ROW
+        for (int p0 = 0; p0 < n_pos; p0 += B)
+            vaxpy(acc, sc + p0, KV_BLOCK(a->v, p0), row, n_pos - p0 < B ? n_pos - p0 : B, hd);
+#undef KV_BLOCK
         memcpy(a->out + (size_t)t * a->ldo + (size_t)h * hd, acc, (size_t)hd * 4);
     }
 }

@@ -78,6 +78,10 @@ typedef float (*eng_kv_dot_fn)(const float *q, const void *k, int n);
 typedef void (*eng_kv_axpy_fn)(float *acc, float w, const void *v, int n);
 eng_kv_dot_fn eng_kv_dot_best(int kv_type, bool exact);
 eng_kv_axpy_fn eng_kv_axpy_best(int kv_type, bool exact);
+/* acc[0..hd) += sum over n rows (stride bytes apart) of w[p] * row p: the same per-element fmas,
+ * in the same order, as n calls of the 1-row axpy, with acc kept in registers. */
+typedef void (*eng_kv_axpy_rows_fn)(float *acc, const float *w, const void *v, size_t stride, int n, int hd);
+eng_kv_axpy_rows_fn eng_kv_axpy_rows_best(int kv_type, bool exact);
 
 /* Converts n halves to floats. */
 void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n);

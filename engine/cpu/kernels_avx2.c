@@ -4,6 +4,7 @@
  * block sums are exact, only the float summation order differs.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -416,6 +417,45 @@ void eng_kv_axpy_f16_avx2(float *acc, float w, const void *v, int n) {
                                                   _mm256_loadu_ps(acc + i)));
     for (; i < n; i++) acc[i] += w * f16(h[i]);
 }
+
+/* acc += sum over rows p < n of w[p] * row p (rows stride bytes apart), 64 dims at a time in
+ * registers: per element the same fmas in the same order as n calls of the 1-row axpy. */
+#define KV_AXPY_ROWS(name, load8)                                                                           \
+    void name(float *acc, const float *w, const void *v, size_t stride, int n, int hd);                     \
+    void name(float *acc, const float *w, const void *v, size_t stride, int n, int hd) {                    \
+        int c = 0;                                                                                          \
+        for (; c + 64 <= hd; c += 64) {                                                                     \
+            __m256 a[8];                                                                                    \
+            for (int i = 0; i < 8; i++) a[i] = _mm256_loadu_ps(acc + c + 8 * i);                            \
+            for (int p = 0; p < n; p++) {                                                                   \
+                const __m256 vw = _mm256_set1_ps(w[p]);                                                     \
+                const uint8_t *row = (const uint8_t *)v + (size_t)p * stride;                               \
+                for (int i = 0; i < 8; i++) a[i] = _mm256_fmadd_ps(vw, load8(row, c + 8 * i), a[i]);        \
+            }                                                                                               \
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(acc + c + 8 * i, a[i]);                            \
+        }                                                                                                   \
+        if (c < hd)                                                                                         \
+            for (int p = 0; p < n; p++) {                                                                   \
+                const uint8_t *row = (const uint8_t *)v + (size_t)p * stride;                               \
+                for (int j = c; j < hd; j++) acc[j] = fmaf(w[p], load1(row, j), acc[j]);                    \
+            }                                                                                               \
+    }
+static inline __m256 ld8_f16(const uint8_t *row, int i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * (size_t)i)));
+}
+static inline __m256 ld8_f32(const uint8_t *row, int i) { return _mm256_loadu_ps((const float *)(const void *)row + i); }
+#define load1 ld1_f16
+static inline float ld1_f16(const uint8_t *row, int j) {
+    uint16_t h;
+    memcpy(&h, row + 2 * (size_t)j, 2);
+    return f16(h);
+}
+KV_AXPY_ROWS(eng_kv_axpy_rows_f16_avx2, ld8_f16)
+#undef load1
+#define load1 ld1_f32
+static inline float ld1_f32(const uint8_t *row, int j) { return ((const float *)(const void *)row)[j]; }
+KV_AXPY_ROWS(eng_kv_axpy_rows_f32_avx2, ld8_f32)
+#undef load1
 
 void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n);
 void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n) {

@@ -128,6 +128,25 @@ eng_kv_dot_fn eng_kv_dot_best(int kv_type, bool exact) {
     return kv_type == ENG_TYPE_F16 ? eng_kv_dot_f16_ref : eng_kv_dot_f32_ref;
 }
 
+void eng_kv_axpy_rows_f16_avx2(float *acc, const float *w, const void *v, size_t stride, int n, int hd);
+void eng_kv_axpy_rows_f32_avx2(float *acc, const float *w, const void *v, size_t stride, int n, int hd);
+
+static void axpy_rows_f16_ref(float *acc, const float *w, const void *v, size_t stride, int n, int hd) {
+    for (int p = 0; p < n; p++) eng_kv_axpy_f16_ref(acc, w[p], (const uint8_t *)v + (size_t)p * stride, hd);
+}
+static void axpy_rows_f32_ref(float *acc, const float *w, const void *v, size_t stride, int n, int hd) {
+    for (int p = 0; p < n; p++) eng_kv_axpy_f32_ref(acc, w[p], (const uint8_t *)v + (size_t)p * stride, hd);
+}
+
+eng_kv_axpy_rows_fn eng_kv_axpy_rows_best(int kv_type, bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx2())
+        return kv_type == ENG_TYPE_F16 ? eng_kv_axpy_rows_f16_avx2 : eng_kv_axpy_rows_f32_avx2;
+#endif
+    (void)exact;
+    return kv_type == ENG_TYPE_F16 ? axpy_rows_f16_ref : axpy_rows_f32_ref;
+}
+
 eng_kv_axpy_fn eng_kv_axpy_best(int kv_type, bool exact) {
 #ifdef DP_HAVE_X86
     if (!exact && !g_force_scalar && have_avx2()) return kv_type == ENG_TYPE_F16 ? eng_kv_axpy_f16_avx2 : eng_kv_axpy_f32_avx2;
