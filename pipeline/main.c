@@ -39,14 +39,21 @@ static void usage(FILE *f) {
             "see docs/cli.md for every option\n");
 }
 
-bool pl_parse_u32(const char *opt, const char *val, uint32_t lo, uint32_t hi, uint32_t *out) {
+/* strtoull of an option's value; false (said on stderr) when the value is missing. */
+static bool option_number(const char *opt, const char *val, unsigned long long *v, char **end) {
     if (!val) {
         fprintf(stderr, "docpipe: %s needs a value\n", opt);
         return false;
     }
-    char *end;
     errno = 0;
-    unsigned long long v = strtoull(val, &end, 10);
+    *v = strtoull(val, end, 10);
+    return true;
+}
+
+bool pl_parse_u32(const char *opt, const char *val, uint32_t lo, uint32_t hi, uint32_t *out) {
+    char *end;
+    unsigned long long v;
+    if (!option_number(opt, val, &v, &end)) return false;
     if (errno || end == val || *end || val[0] == '-' || v < lo || v > hi) {
         fprintf(stderr, "docpipe: %s: '%s' is not an integer in [%u, %u]\n", opt, val, lo, hi);
         return false;
@@ -56,13 +63,9 @@ bool pl_parse_u32(const char *opt, const char *val, uint32_t lo, uint32_t hi, ui
 }
 
 bool pl_parse_size(const char *opt, const char *val, uint64_t *out) {
-    if (!val) {
-        fprintf(stderr, "docpipe: %s needs a value\n", opt);
-        return false;
-    }
     char *end;
-    errno = 0;
-    unsigned long long v = strtoull(val, &end, 10);
+    unsigned long long v;
+    if (!option_number(opt, val, &v, &end)) return false;
     unsigned shift = 0;
     if (*end && !end[1]) {
         const char *units = "KMGT", *u = strchr(units, end[0] & ~0x20);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kscales.h"
 #include "quant.h"
 
 static inline float f16(uint16_t h) { return _cvtsh_ss(h); }
@@ -109,17 +110,6 @@ static float dot_q4_0(int64_t k, const void *w, const void *x) {
     return hsum8(acc);
 }
 
-/* The 12 packed bytes of Q4_K/Q5_K scales -> 8 scales then 8 mins as bytes (6 bits each). */
-static inline void unpack_scales_k4(const uint8_t *s, uint32_t u[4]) {
-    const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
-    uint32_t a[3];
-    memcpy(a, s, 12);
-    u[0] = a[0] & m1;
-    u[1] = (a[2] & m2) | (((a[0] >> 6) & m3) << 4);
-    u[2] = a[1] & m1;
-    u[3] = ((a[2] >> 4) & m2) | (((a[1] >> 6) & m3) << 4);
-}
-
 /* Per super-block state shared by the 1-row and 4-row kernels, so both compute bit-identical
  * results: acc += (d_a * d) * sumi (8 lanes), accm += (-d_a * dmin) * (mins . bsums) (4 lanes). */
 typedef struct k_acc {
@@ -157,7 +147,7 @@ static inline __m256i q4k_sumi(const uint8_t *q, const int8_t *y, const int16_t 
 
 static inline void q4k_scales(const uint8_t *packed, int16_t sc[8], __m128i *mins16) {
     uint32_t u[4];
-    unpack_scales_k4(packed, u);
+    eng_k4_unpack_scales(packed, u);
     const __m128i v = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[1], (int)u[0]));
     _mm_storeu_si128((__m128i *)sc, v);
     *mins16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kscales.h"
 #include "quant.h"
 
 static inline float f16(uint16_t h) { return _cvtsh_ss(h); }
@@ -38,13 +39,8 @@ static inline int32_t load_i32(const void *p) {
 
 /* The 12 packed bytes of Q4_K/Q5_K scales -> 8 scales, 8 mins (6 bits each). */
 static inline void k4_scales_mins(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
-    const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
-    uint32_t a[3], u[4];
-    memcpy(a, s, 12);
-    u[0] = a[0] & m1;
-    u[1] = (a[2] & m2) | (((a[0] >> 6) & m3) << 4);
-    u[2] = a[1] & m1;
-    u[3] = ((a[2] >> 4) & m2) | (((a[1] >> 6) & m3) << 4);
+    uint32_t u[4];
+    eng_k4_unpack_scales(s, u);
     memcpy(sc, u, 8);
     memcpy(mn, u + 2, 8);
 }

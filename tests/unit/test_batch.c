@@ -148,6 +148,8 @@ static void test_batch_waits_for_kv_blocks_and_refuses_what_never_fits(void **st
 static void test_batch_usage_errors(void **state) {
     (void)state;
     assert_int_equal(tu_run(NULL, "batch -m x.gguf"), 64);
+    assert_int_equal(tu_run(NULL, "batch -m x.gguf -i a -o b --mem 12Q"), 64);
+    assert_int_equal(tu_run(NULL, "batch -m x.gguf -i a -o b --kv-blocks 0"), 64);
     assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s'", tu_tmp("none.gguf"), tu_tmp("none.jsonl"),
                             tu_tmp("o.jsonl")), 66);
 }
