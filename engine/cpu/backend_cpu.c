@@ -125,6 +125,8 @@ static void cpu_matmul(eng_backend *be, const eng_weight *w, const float *x, int
         /* a decode step's few rows quantize in a microsecond: not worth a pool round trip */
         if ((int64_t)n_tok * w->ne0 <= 16384) mm_quantize(&m, 0, 1);
         else eng_pool_run(c->pool, mm_quantize, &m);
+        eng_gemm_prep_fn prep = m.gemm ? eng_gemm_prep_best(w->type) : NULL;
+        if (prep) prep(c->xq, m.xq_row, n_tok, w->ne0);
     }
     eng_pool_run(c->pool, mm_rows, &m);
 }

@@ -44,6 +44,11 @@ typedef void (*eng_gemm_fn)(int64_t k, const void *w, size_t row_bytes, int64_t 
 /* NULL when the CPU or type has no GEMM kernel. */
 eng_gemm_fn eng_gemm_best(int weight_type);
 size_t eng_gemm_ws_size(int64_t k);
+/* (optional) Rewrites quantized activation rows in place into the form a type's GEMM reads
+ * (Q8_0: bytes biased by 128); called once per product before the GEMM, when the GEMM is the
+ * rows' only reader. NULL when the GEMM reads them as quantized. */
+typedef void (*eng_gemm_prep_fn)(void *x, size_t x_stride, int n_tok, int64_t k);
+eng_gemm_prep_fn eng_gemm_prep_best(int weight_type);
 
 /* The scalar reference for a weight type (never NULL for a supported type). */
 eng_vec_dot_fn eng_vec_dot_ref(int weight_type);

@@ -174,6 +174,33 @@ static float dot_q6_k(int64_t k, const void *w, const void *x) {
     return acc;
 }
 
+/* Q8_0: S = sum q x per 32-block, exact; acc = fma(S, d_w * d_x, acc) block by block (the GEMM's
+ * order). vpdpbusd needs one unsigned side: the weights biased by 128, less 128 * sum x. The lane
+ * sums of 8 blocks are reduced together. */
+static float dot_q8_0(int64_t k, const void *w, const void *x) {
+    const eng_block_q8_0 *a = w, *b = x;
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi8(1);
+    const int64_t nb = k / 32;
+    float acc = 0;
+    for (int64_t g = 0; g < nb; g += 8) {
+        const int n = nb - g < 8 ? (int)(nb - g) : 8;
+        __m256i P[8], X[8];
+        for (int i = 0; i < 8; i++) {
+            if (i >= n) {
+                P[i] = X[i] = _mm256_setzero_si256();
+                continue;
+            }
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)b[g + i].qs);
+            P[i] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)a[g + i].qs), flip), xv);
+            X[i] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, xv);
+        }
+        alignas(32) int32_t S[8];
+        _mm256_store_si256((__m256i *)S, _mm256_sub_epi32(reduce8x8(P), _mm256_slli_epi32(reduce8x8(X), 7)));
+        for (int i = 0; i < n; i++) acc = fmaf((float)S[i], f16(a[g + i].d) * f16(b[g + i].d), acc);
+    }
+    return acc;
+}
+
 /* ---- activations ------------------------------------------------------------------------- */
 
 /* Q8_K exactly as the reference (quant_ref.c): the first element of largest magnitude sets
@@ -222,7 +249,8 @@ void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n) {
 #define TB_BYTES(nsub) (TB_Q + TB_SC(nsub) + 8 * 64 + 2 * 64)
 
 size_t eng_gemm_ws_avx512(int64_t k);
-size_t eng_gemm_ws_avx512(int64_t k) { return (size_t)(k / 256) * TB_BYTES(16) + 64; }
+/* enough for a K-quant tile (k / 256 blocks) or a Q8_0 tile (k / 32 blocks, TB8 bytes each) */
+size_t eng_gemm_ws_avx512(int64_t k) { return (size_t)(k / 256) * TB_BYTES(16) + (size_t)(k / 32 + 1) * (8 * 64 + 128) + 64; }
 
 /* 16 x 16 transpose of 32-bit elements: r[i] = row i in, column i out. */
 static inline void transpose16(__m512i r[16]) {
@@ -432,6 +460,106 @@ static void tile_all_tokens(const uint8_t *tb, int64_t nb, int nsub, bool int_mi
     }
 }
 
+/* ---- GEMM, Q8_0 ---------------------------------------------------------------------------- */
+
+/* A Q8_0 tile block (32 columns): q[8][16][4] signed weights, ws[16] = 128 * sum of the row's
+ * weights, d[16]. The activations come biased by 128 (eng_gemm_prep): sum (x + 128) w - 128 sum w
+ * = sum x w, exact. */
+#define TB8 (8 * 64 + 64 + 64)
+
+static void unpack_tile_q8_0(const uint8_t *w, size_t row_bytes, int nr, int64_t nb, uint8_t *tb) {
+    static const alignas(64) uint8_t zero_block[64];
+    {
+        __m512i sink = _mm512_setzero_si512();
+        for (const uint8_t *p = w, *e = w + (size_t)nr * row_bytes; p + 64 <= e; p += 64)
+            sink = _mm512_or_si512(sink, _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p)));
+        __asm__ volatile("" : : "v"(sink));
+    }
+    int32_t offs[TILE];
+    for (int r = 0; r < TILE; r++) offs[r] = (int32_t)((size_t)r * row_bytes);
+    const __m512i vidx = _mm512_loadu_si512(offs), ones = _mm512_set1_epi8(1);
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    for (int64_t b = 0; b < nb; b += 2) {
+        const bool two = b + 1 < nb;
+        __m512i v[16];
+        for (int r = 0; r < TILE; r++) {
+            const uint8_t *p0 = r < nr ? w + (size_t)r * row_bytes + (size_t)b * sizeof(eng_block_q8_0) + 2 : zero_block;
+            const uint8_t *p1 = r < nr && two ? p0 + sizeof(eng_block_q8_0) : zero_block;
+            v[r] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)),
+                                      _mm256_loadu_si256((const __m256i *)p1), 1);
+        }
+        transpose16(v);
+        for (int h = 0; h < (two ? 2 : 1); h++) {
+            uint8_t *o = tb + (size_t)(b + h) * TB8;
+            __m512i sum = _mm512_setzero_si512();
+            for (int i = 0; i < 8; i++) {
+                _mm512_store_si512(o + 64 * i, v[8 * h + i]);
+                sum = _mm512_dpbusd_epi32(sum, ones, v[8 * h + i]);
+            }
+            _mm512_store_si512(o + 512, _mm512_slli_epi32(sum, 7));
+            const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, vidx,
+                                                          w + (size_t)(b + h) * sizeof(eng_block_q8_0), 1);
+            _mm512_store_ps(o + 576, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void tile_tokens_q8_0(const uint8_t *tb, int64_t nb, const uint8_t *x,
+                                                                   size_t xs, int nt, float *y, int ldy,
+                                                                   __mmask16 rmask) {
+    __m512 f[NT];
+    for (int t = 0; t < NT; t++) f[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *o = tb + (size_t)b * TB8;
+        const eng_block_q8_0 *xb[NT];
+        for (int t = 0; t < nt; t++) xb[t] = (const eng_block_q8_0 *)(const void *)(x + (size_t)t * xs) + b;
+        __m512i a[NT];
+        for (int t = 0; t < NT; t++) a[t] = _mm512_setzero_si512();
+        for (int g = 0; g < 8; g++) {
+            const __m512i wv = _mm512_load_si512(o + 64 * g);
+            for (int t = 0; t < nt; t++) a[t] = _mm512_dpbusd_epi32(a[t], _mm512_set1_epi32(load_i32(xb[t]->qs + 4 * g)), wv);
+        }
+        const __m512i ws = _mm512_load_si512(o + 512);
+        const __m512 dw = _mm512_load_ps(o + 576);
+        for (int t = 0; t < nt; t++)
+            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a[t], ws)), _mm512_mul_ps(dw, _mm512_set1_ps(f16(xb[t]->d))), f[t]);
+    }
+    for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, rmask, f[t]);
+}
+
+static void gemm_q8_0(int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1, const void *x, size_t xs, int n_tok,
+                      float *y, int ldy, void *ws) {
+    uint8_t *tb = (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    const int64_t nb = k / 32;
+    for (int64_t r = r0; r < r1; r += TILE) {
+        const int nr = r1 - r < TILE ? (int)(r1 - r) : TILE;
+        const __mmask16 rmask = (__mmask16)((1u << nr) - 1);
+        unpack_tile_q8_0((const uint8_t *)w + (size_t)r * rb, rb, nr, nb, tb);
+        int t = 0;
+        for (; t + NT <= n_tok; t += NT) tile_tokens_q8_0(tb, nb, (const uint8_t *)x + (size_t)t * xs, xs, NT, y + r + (size_t)t * ldy, ldy, rmask);
+        switch (n_tok - t) {
+#define REST8(n) \
+    case n: tile_tokens_q8_0(tb, nb, (const uint8_t *)x + (size_t)t * xs, xs, n, y + r + (size_t)t * ldy, ldy, rmask); break;
+            REST8(1) REST8(2) REST8(3) REST8(4) REST8(5) REST8(6) REST8(7)
+#undef REST8
+        default: break;
+        }
+    }
+}
+
+/* Q8_0 activations biased by 128 for gemm_q8_0 (vpdpbusd's unsigned side). */
+static void prep_q8_0(void *x, size_t xs, int n_tok, int64_t k) {
+    for (int t = 0; t < n_tok; t++) {
+        eng_block_q8_0 *b = (eng_block_q8_0 *)(void *)((uint8_t *)x + (size_t)t * xs);
+        for (int64_t i = 0; i < k / 32; i++)
+            _mm256_storeu_si256((__m256i *)b[i].qs, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b[i].qs),
+                                                                     _mm256_set1_epi8((char)0x80)));
+    }
+}
+
+eng_gemm_prep_fn eng_gemm_prep_avx512(int wt);
+eng_gemm_prep_fn eng_gemm_prep_avx512(int wt) { return wt == ENG_TYPE_Q8_0 ? prep_q8_0 : NULL; }
+
 static inline __attribute__((always_inline)) void gemm_k(int kind, int64_t k, const void *w, size_t row_bytes,
                                                          int64_t r0, int64_t r1, const void *x, size_t xs, int n_tok,
                                                          float *y, int ldy, void *ws) {
@@ -464,6 +592,7 @@ eng_gemm_fn eng_gemm_avx512(int wt) {
     case ENG_TYPE_Q4_K: return gemm_q4_k;
     case ENG_TYPE_Q5_K: return gemm_q5_k;
     case ENG_TYPE_Q6_K: return gemm_q6_k;
+    case ENG_TYPE_Q8_0: return gemm_q8_0;
     default: return NULL;
     }
 }
@@ -474,6 +603,7 @@ eng_vec_dot_fn eng_vec_dot_avx512(int wt) {
     case ENG_TYPE_Q4_K: return dot_q4_k;
     case ENG_TYPE_Q5_K: return dot_q5_k;
     case ENG_TYPE_Q6_K: return dot_q6_k;
+    case ENG_TYPE_Q8_0: return dot_q8_0;
     default: return NULL;
     }
 }

@@ -29,6 +29,7 @@ void eng_delta_chunk_avx2(int c, const float *const *q, const float *const *k, c
                           const float *beta, const float *g, float *St, int dk, int dv, float *O, float *ws);
 eng_vec_dot_fn eng_vec_dot_avx512(int weight_type);
 eng_gemm_fn eng_gemm_avx512(int weight_type);
+eng_gemm_prep_fn eng_gemm_prep_avx512(int weight_type);
 size_t eng_gemm_ws_avx512(int64_t k);
 static int g_avx2 = -1, g_avx512 = -1;
 static bool have_avx2(void) {
@@ -94,6 +95,14 @@ void eng_act_quantize(int act_type, const float *x, void *y, int64_t k) {
 eng_gemm_fn eng_gemm_best(int wt) {
 #ifdef DP_HAVE_X86
     if (!g_force_scalar && have_avx512()) return eng_gemm_avx512(wt);
+#endif
+    (void)wt;
+    return NULL;
+}
+
+eng_gemm_prep_fn eng_gemm_prep_best(int wt) {
+#ifdef DP_HAVE_X86
+    if (!g_force_scalar && have_avx512()) return eng_gemm_prep_avx512(wt);
 #endif
     (void)wt;
     return NULL;
