@@ -205,6 +205,15 @@ size_t eng_kv_block_bytes(const eng_model_info *in, int kv_type) {
     return 2 * (size_t)in->n_attn_layers * ENG_KV_BLOCK * in->n_head_kv * in->head_dim_k * esz;
 }
 
+uint64_t eng_kv_blocks_fitting(const eng_model_info *in, uint32_t n_ctx, uint32_t n_seqs, uint32_t n_ubatch,
+                               int kv_type, uint64_t budget, uint64_t *fixed_bytes) {
+    eng_mem_estimate e;
+    eng_model_mem_estimate(in, n_ctx, n_seqs, n_ubatch, &e);
+    const uint64_t fixed = e.weights + e.recurrent + e.compute, bb = eng_kv_block_bytes(in, kv_type);
+    if (fixed_bytes) *fixed_bytes = fixed;
+    return bb && budget > fixed ? (budget - fixed) / bb : 0;
+}
+
 dp_status eng_context_fit_budget(const eng_model *m, eng_context_params *p, uint64_t budget, dp_err *err) {
     const eng_model_info *in = &m->info;
     const bool automatic = budget == 0;
@@ -216,10 +225,8 @@ dp_status eng_context_fit_budget(const eng_model *m, eng_context_params *p, uint
         p->n_kv_blocks = 0;
         return DP_OK;
     }
-    eng_mem_estimate e;
-    eng_model_mem_estimate(in, p->n_ctx, p->n_seq_max, p->n_ubatch, &e);
-    const uint64_t fixed = e.weights + e.recurrent + e.compute;
-    const uint64_t room = budget > fixed ? (budget - fixed) / bb : 0;
+    uint64_t fixed;
+    const uint64_t room = eng_kv_blocks_fitting(in, p->n_ctx, p->n_seq_max, p->n_ubatch, p->kv_type, budget, &fixed);
     if (room < bps)
         return dp_err_set(err, DP_ENOMEM,
                           "memory: %s %.2f GiB leaves room for %llu KV blocks after %.2f GiB of weights, state and "

@@ -109,6 +109,10 @@ int32_t eng_kv_blocks_free(const eng_context *c);
 int32_t eng_kv_blocks_needed(int32_t len, int32_t shared_len);
 /* Bytes of one KV block over all attention layers (K and V), for sizing the pool from memory. */
 size_t eng_kv_block_bytes(const eng_model_info *info, int kv_type);
+/* KV blocks that fit in budget bytes beside the weights, the recurrent state of n_seqs sequences
+ * and the buffers (eng_model_mem_estimate at n_ctx, n_ubatch); 0 when nothing fits. */
+uint64_t eng_kv_blocks_fitting(const eng_model_info *info, uint32_t n_ctx, uint32_t n_seqs, uint32_t n_ubatch,
+                               int kv_type, uint64_t budget, uint64_t *fixed_bytes);
 /* Sizes p->n_kv_blocks from a memory budget in bytes (0 = what the machine has available now,
  * dp_mem_available): the budget less the weights, the recurrent state of p->n_seq_max sequences
  * and the buffers (eng_model_mem_estimate), in whole blocks, at most what every sequence needs

@@ -125,10 +125,9 @@ int pl_cmd_inspect(int argc, char **argv) {
     eng_mem_estimate mem;
     eng_model_mem_estimate(&info, n_ctx, n_seqs, 512, &mem);
     /* what run and batch will do with it: the KV pool shrinks to the memory available */
-    const uint64_t avail = dp_mem_available(), bb = eng_kv_block_bytes(&info, ENG_TYPE_F16);
-    const uint64_t fixed = mem.weights + mem.recurrent + mem.compute, bps = (n_ctx + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK;
-    const uint64_t fit_blocks = bb && avail > fixed ? (avail - fixed) / bb : 0;
-    const bool fits = !avail || !bb || fit_blocks >= bps * n_seqs;
+    const uint64_t avail = dp_mem_available(), bps = (n_ctx + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK;
+    const uint64_t fit_blocks = eng_kv_blocks_fitting(&info, n_ctx, n_seqs, 512, ENG_TYPE_F16, avail, NULL);
+    const bool fits = !avail || !eng_kv_block_bytes(&info, ENG_TYPE_F16) || fit_blocks >= bps * n_seqs;
 
     /* type histogram */
     uint64_t hist_n[ENG_TYPE_COUNT] = {0}, hist_b[ENG_TYPE_COUNT] = {0};

@@ -33,7 +33,6 @@ struct pl_sched {
     uint64_t n_tokens;
     eng_tokens prefix;          /* shared prompt head, held by sequence n_slots */
     uint64_t prefix_saved;
-    int32_t kv_committed;       /* KV blocks reserved by the active requests */
 };
 
 static void slot_clear(slot *s) {
@@ -80,6 +79,13 @@ void pl_sched_free(pl_sched *s) {
 }
 
 int32_t pl_sched_free_slots(const pl_sched *s) { return s->n_slots - s->n_busy; }
+
+/* KV blocks reserved by the active requests. */
+static int32_t kv_committed(const pl_sched *s) {
+    int32_t n = 0;
+    for (int32_t k = 0; k < s->n_slots; k++) n += s->sl[k].busy ? s->sl[k].kv_reserved : 0;
+    return n;
+}
 
 /* KV blocks the requests may use: the pool less the shared prefix's blocks (0 = no pool, an
  * attention-free model). */
@@ -131,9 +137,10 @@ dp_status pl_sched_admit(pl_sched *s, const pl_gen_req *r, dp_err *err) {
     if (cap && need > cap)
         return dp_err_set(err, DP_ERANGE, "the request needs %d KV blocks (%d prompt + %d max_tokens positions), the "
                           "cache holds %d", need, r->n_prompt, r->max_tokens, cap);
-    if (cap && s->kv_committed + need > cap)
+    const int32_t committed = cap ? kv_committed(s) : 0;
+    if (cap && committed + need > cap)
         return dp_err_set(err, DP_EBUSY, "scheduler: %d KV blocks free of %d, the request needs %d",
-                          cap - s->kv_committed, cap, need);
+                          cap - committed, cap, need);
     slot *sl = &s->sl[k];
     memset(sl, 0, sizeof(*sl));
     dp_status st = DP_OK;
@@ -156,7 +163,6 @@ dp_status pl_sched_admit(pl_sched *s, const pl_gen_req *r, dp_err *err) {
     dp_buf_init(&sl->text, (size_t)1 << 26);
     sl->max_tokens = r->max_tokens;
     sl->kv_reserved = cap ? need : 0;
-    s->kv_committed += sl->kv_reserved;
     sl->user = r->user;
     sl->busy = true;
     sl->t_admit = dp_time_ns();
@@ -174,7 +180,6 @@ void pl_sched_cancel_all(pl_sched *s, void (*drop)(void *user)) {
     for (int32_t k = 0; k < s->n_slots; k++)
         if (s->sl[k].busy) {
             if (drop) drop(s->sl[k].user);
-            s->kv_committed -= s->sl[k].kv_reserved;
             slot_clear(&s->sl[k]);
             eng_seq_clear(s->c, k);
         }
@@ -245,7 +250,6 @@ dp_status pl_sched_step(pl_sched *s, pl_sched_done_fn done, void *cb, dp_err *er
         pl_gen_out o = {sl->user, sl->text.data ? (const char *)sl->text.data : "", sl->text.len,
                         (int32_t)sl->prompt.n, sl->n_gen, finish, sl->t_admit, sl->t_first, dp_time_ns()};
         if (done) done(cb, &o);
-        s->kv_committed -= sl->kv_reserved;
         slot_clear(sl);
         eng_seq_clear(s->c, s->bseq[i]);
         s->n_busy--;

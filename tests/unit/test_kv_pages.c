@@ -48,14 +48,9 @@ static eng_context *context(fixture *f, uint32_t n_blocks) {
 
 /* n tokens of seq from position pos0 (token ids derived from the position only) */
 static dp_status step(fixture *f, eng_context *c, int32_t seq, int32_t n, int32_t pos0, dp_err *err) {
-    int32_t *tok = malloc((size_t)n * 3 * sizeof(int32_t)), *pos = tok + n, *sq = pos + n;
-    for (int32_t i = 0; i < n; i++) {
-        tok[i] = ((pos0 + i) * 31 + 1) % f->V;
-        pos[i] = pos0 + i;
-        sq[i] = seq;
-    }
-    eng_batch b = {n, tok, pos, sq, NULL};
-    dp_status st = eng_decode(c, &b, err);
+    int32_t *tok = malloc((size_t)n * sizeof(int32_t));
+    for (int32_t i = 0; i < n; i++) tok[i] = ((pos0 + i) * 31 + 1) % f->V;
+    dp_status st = eng_decode_sequence(c, seq, tok, n, pos0, err);
     free(tok);
     return st;
 }
