@@ -386,6 +386,17 @@ static dp_status parse(eng_gguf *g, dp_err *err) {
                               "%s: tensor '%s' data [0x%llx, +%zu) is not within the file (%zu bytes); file truncated?",
                               g->path, t->name, (unsigned long long)(g->data_offset + t->offset), t->nbytes, g->size);
         t->data = g->base + g->data_offset + t->offset;
+        /* general.alignment may be 1 or 2; the blocks' f16 and f32 fields must still be readable
+         * in place (a Q8_K block starts with a float), so each tensor needs the alignment its
+         * block size allows: 4, 2 or 1. Every real file (alignment 32) passes. */
+        const eng_type_traits *tr = eng_type_get(t->type);
+        const size_t need = tr && tr->type_size % 4 == 0 ? 4 : tr && tr->type_size % 2 == 0 ? 2 : 1;
+        if ((uintptr_t)t->data % need)
+            return dp_err_set(err, DP_EFORMAT,
+                              "%s: tensor '%s' (%s) starts at file offset %llu, not a multiple of %zu as its type "
+                              "needs (general.alignment is %u; llama.cpp writes 32)", g->path, t->name,
+                              eng_type_name(t->type), (unsigned long long)(g->data_offset + t->offset), need,
+                              g->alignment);
         uint64_t padded = end + (A - end % A) % A;
         if (padded < end) return dp_err_set(err, DP_EFORMAT, "%s: data offsets overflow", g->path);
         expect = padded;
