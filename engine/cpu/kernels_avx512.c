@@ -47,134 +47,162 @@ static inline void k4_scales_mins(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]
 
 /* ---- one row (decode) --------------------------------------------------------------------- */
 
-/* Decode reads each weight once, so it runs at memory speed only if the arithmetic per byte is
- * small: 256-bit vpdpbusd per 32 values, the eight 8-lane sums reduced together, one integer
- * multiply by the scales per block. */
+/* Decode reads each weight once, so it runs at memory speed only if the vector work per block
+ * is small; on Zen 4 (512-bit ops issued as two 256-bit halves) the vector pipes are the limit,
+ * so the scale unpacking stays in scalar registers. Per 64 values: one broadcast load of the
+ * packed bytes, the nibbles shifted into place, vpmaddubsw with the activations (pairs of
+ * products, within int16: 63 * 128 * 2 < 2^15), and vpdpwssd against the sub-block scales
+ * spread over the words. The block's S and M come out as vectors whose lane sums are the exact
+ * integers; two blocks are reduced together, then folded into the row sum in the GEMM's order. */
+
+/* Words 0..15 = byte i of v, words 16..31 = byte j (zero-extended); v holds the scales. */
+static inline __m512i spread2(__m512i v, int i, int j) {
+    const __m512i ctl = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)(0x8000 | i))),
+                                           _mm256_set1_epi16((short)(0x8000 | j)), 1);
+    return _mm512_shuffle_epi8(v, ctl);
+}
+
+/* The scales [sc0..7 | mn0..7] of a Q4_K/Q5_K block in every 128-bit lane. */
+static inline __m512i k4_scale_lanes(const uint8_t *packed) {
+    uint32_t u[4];
+    eng_k4_unpack_scales(packed, u);
+    const uint64_t sc = u[0] | (uint64_t)u[1] << 32, mn = u[2] | (uint64_t)u[3] << 32;
+    return _mm512_broadcast_i32x4(_mm_insert_epi64(_mm_cvtsi64_si128((long long)sc), (long long)mn, 1));
+}
+
+/* M as 8 lanes: each min against its sub-block's two bsums. */
+static inline __m256i k4_min_lanes(__m512i sl, const eng_block_q8_k *y) {
+    const __m128i dup = _mm_shuffle_epi8(_mm512_castsi512_si128(sl), _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15));
+    return _mm256_madd_epi16(_mm256_cvtepu8_epi16(dup), _mm256_loadu_si256((const __m256i *)y->bsums));
+}
+
+/* Values 64c .. 64c+63 of a Q4_K/Q5_K block (qs: its 128 nibble bytes; qh: Q5_K's high bits or
+ * NULL), unsigned, in order: chunk c's low nibbles, then its high nibbles. */
+static inline __m512i k4_quarter(const uint8_t *qs, const uint8_t *qh, int c) {
+    const __m512i nib = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * c)));
+    const __m512i lo = _mm512_srlv_epi16(raw, nib);
+    if (!qh) return _mm512_and_si512(lo, _mm512_set1_epi8(0xF));
+    /* bit 2c of qh[l] belongs to value 64c + l, bit 2c+1 to 64c + 32 + l: both moved to bit 4 */
+    const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh));
+    const __m512i hb = c < 2 ? _mm512_sllv_epi16(h, _mm512_inserti64x4(_mm512_set1_epi16((short)(4 - 2 * c)), _mm256_set1_epi16((short)(3 - 2 * c)), 1))
+                             : _mm512_srlv_epi16(h, _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c - 4)), _mm256_set1_epi16((short)(2 * c - 3)), 1));
+    return _mm512_ternarylogic_epi32(lo, _mm512_set1_epi8(0xF), _mm512_and_si512(hb, _mm512_set1_epi8(0x10)), 0xEA);
+}
+
+/* One Q4_K/Q5_K block: lane sums S (scaled value sums) and M (min terms). */
+static inline void k4_block(const uint8_t *qs, const uint8_t *qh, const uint8_t *packed, const eng_block_q8_k *y, __m512i *S,
+                            __m256i *M) {
+    const __m512i sl = k4_scale_lanes(packed);
+    __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m512i p = _mm512_maddubs_epi16(k4_quarter(qs, qh, c), _mm512_loadu_si512(y->qs + 64 * c));
+        acc = _mm512_dpwssd_epi32(acc, p, spread2(sl, 2 * c, 2 * c + 1));
+    }
+    *S = acc;
+    *M = k4_min_lanes(sl, y);
+}
+
+/* (lane sum of a0, of a1, of b0, of b1) */
+static inline __m128i reduce4(__m512i a0, __m512i a1, __m256i b0, __m256i b1) {
+    const __m256i s0 = _mm256_add_epi32(_mm512_castsi512_si256(a0), _mm512_extracti64x4_epi64(a0, 1));
+    const __m256i s1 = _mm256_add_epi32(_mm512_castsi512_si256(a1), _mm512_extracti64x4_epi64(a1, 1));
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(b0, b1));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* acc = fma(S, xd * d, acc); acc = fma(-M, xd * dmin, acc): the GEMM's order. */
+static inline float k4_fold(float acc, int32_t S, int32_t M, eng_f16 d, eng_f16 dmin, float xd) {
+    acc = fmaf((float)S, xd * f16(d), acc);
+    return fmaf(-(float)M, xd * f16(dmin), acc);
+}
+
+static inline __attribute__((always_inline)) float k4_dot(int64_t k, const uint8_t *w, size_t bb, size_t qs_off,
+                                                          ptrdiff_t qh_off, const eng_block_q8_k *y) {
+    /* d and dmin lead both block types; scales follow them */
+    const int64_t nb = k / 256;
+    float acc = 0;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const uint8_t *b0 = w + (size_t)i * bb, *b1 = b0 + bb;
+        __m512i S0, S1;
+        __m256i M0, M1;
+        k4_block(b0 + qs_off, qh_off < 0 ? NULL : b0 + qh_off, b0 + 4, &y[i], &S0, &M0);
+        k4_block(b1 + qs_off, qh_off < 0 ? NULL : b1 + qh_off, b1 + 4, &y[i + 1], &S1, &M1);
+        const __m128i r = reduce4(S0, S1, M0, M1);
+        const eng_f16 *h0 = (const eng_f16 *)b0, *h1 = (const eng_f16 *)b1;
+        acc = k4_fold(acc, _mm_cvtsi128_si32(r), _mm_extract_epi32(r, 2), h0[0], h0[1], y[i].d);
+        acc = k4_fold(acc, _mm_extract_epi32(r, 1), _mm_extract_epi32(r, 3), h1[0], h1[1], y[i + 1].d);
+    }
+    if (i < nb) {
+        const uint8_t *b0 = w + (size_t)i * bb;
+        __m512i S0;
+        __m256i M0;
+        k4_block(b0 + qs_off, qh_off < 0 ? NULL : b0 + qh_off, b0 + 4, &y[i], &S0, &M0);
+        const __m128i r = reduce4(S0, _mm512_setzero_si512(), M0, _mm256_setzero_si256());
+        const eng_f16 *h0 = (const eng_f16 *)b0;
+        acc = k4_fold(acc, _mm_cvtsi128_si32(r), _mm_extract_epi32(r, 2), h0[0], h0[1], y[i].d);
+    }
+    return acc;
+}
+
+static float dot_q4_k(int64_t k, const void *w, const void *x) {
+    return k4_dot(k, w, sizeof(eng_block_q4_k), offsetof(eng_block_q4_k, qs), -1, x);
+}
+
+static float dot_q5_k(int64_t k, const void *w, const void *x) {
+    return k4_dot(k, w, sizeof(eng_block_q5_k), offsetof(eng_block_q5_k, qs), offsetof(eng_block_q5_k, qh), x);
+}
+
+/* Q6_K: S - M, with M = 32 * sum scale * bsum, as lane sums. 16-value sub-blocks, so a 64-value
+ * vector spans four scales. */
+static inline __m512i q6_block(const eng_block_q6_k *a, const eng_block_q8_k *y) {
+    const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
+    /* qh bits 0-1 / 2-3 (values 0..63 of a half) and 4-5 / 6-7 (values 64..127) to bits 4-5 */
+    const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i shr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i quad = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i sw = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->scales)));
+    __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int half = 0; half < 2; half++) {
+        /* two 32-byte loads: one 64-byte load splits a cache line in most 210-byte blocks, and
+         * streaming from DRAM measured 10-25 % slower that way */
+        const __m512i L = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a->ql + 64 * half))),
+                                             _mm256_loadu_si256((const __m256i *)(a->ql + 64 * half + 32)), 1);
+        const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a->qh + 32 * half)));
+        const __m512i q0 = _mm512_ternarylogic_epi32(L, m4, _mm512_and_si512(_mm512_sllv_epi16(H, shl), m30), 0xEA);
+        const __m512i q1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(L, 4), m4, _mm512_and_si512(_mm512_srlv_epi16(H, shr), m30), 0xEA);
+        const __m512i s0 = _mm512_permutexvar_epi16(_mm512_add_epi16(quad, _mm512_set1_epi16((short)(8 * half))), sw);
+        const __m512i s1 = _mm512_permutexvar_epi16(_mm512_add_epi16(quad, _mm512_set1_epi16((short)(8 * half + 4))), sw);
+        acc0 = _mm512_dpwssd_epi32(acc0, _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y->qs + 128 * half)), s0);
+        acc1 = _mm512_dpwssd_epi32(acc1, _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y->qs + 128 * half + 64)), s1);
+    }
+    const __m256i mw = _mm256_madd_epi16(_mm512_castsi512_si256(sw), _mm256_loadu_si256((const __m256i *)y->bsums));
+    return _mm512_sub_epi32(_mm512_add_epi32(acc0, acc1), _mm512_castsi256_si512(_mm256_slli_epi32(mw, 5)));
+}
+
+static float dot_q6_k(int64_t k, const void *w, const void *x) {
+    const eng_block_q6_k *a = w;
+    const eng_block_q8_k *y = x;
+    const int64_t nb = k / 256;
+    float acc = 0;
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m128i r = reduce4(q6_block(&a[i], &y[i]), q6_block(&a[i + 1], &y[i + 1]), _mm256_setzero_si256(), _mm256_setzero_si256());
+        acc = fmaf((float)_mm_cvtsi128_si32(r), y[i].d * f16(a[i].d), acc);
+        acc = fmaf((float)_mm_extract_epi32(r, 1), y[i + 1].d * f16(a[i + 1].d), acc);
+    }
+    if (i < nb) acc = fmaf((float)_mm512_reduce_add_epi32(q6_block(&a[i], &y[i])), y[i].d * f16(a[i].d), acc);
+    return acc;
+}
 
 /* r[j] = sum of the 8 lanes of p[j], j = 0..7 */
 static inline __m256i reduce8x8(const __m256i p[8]) {
     const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
     const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
     return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
-}
-
-/* (sum of v's lanes, sum of w's lanes) */
-static inline void reduce_pair(__m256i v, __m256i w, int32_t *sv, int32_t *sw) {
-    __m256i h = _mm256_hadd_epi32(v, w); /* v01 v23 w01 w23 | v45 v67 w45 w67 */
-    h = _mm256_hadd_epi32(h, h);         /* v0-3 w0-3 .. | v4-7 w4-7 .. */
-    const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    *sv = _mm_cvtsi128_si32(s);
-    *sw = _mm_extract_epi32(s, 1);
-}
-
-/* S and M of a Q4_K/Q5_K block from its eight 32-value sub-block vectors q[j] (unsigned). */
-static inline void k4_block_sums(const __m256i q[8], const uint8_t *scales, const eng_block_q8_k *y, int32_t *S,
-                                 int32_t *M) {
-    __m256i p[8];
-    for (int j = 0; j < 8; j++)
-        p[j] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q[j], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * j)));
-    uint8_t sc[8], mn[8];
-    k4_scales_mins(scales, sc, mn);
-    uint64_t sc64, mn64;
-    memcpy(&sc64, sc, 8);
-    memcpy(&mn64, mn, 8);
-    const __m256i v = _mm256_mullo_epi32(reduce8x8(p), _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc64)));
-    /* mins paired against bsums (2j, 2j+1): each min twice */
-    const __m128i m8 = _mm_cvtsi64_si128((long long)mn64);
-    const __m256i mp = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-    const __m256i w = _mm256_madd_epi16(mp, _mm256_loadu_si256((const __m256i *)y->bsums));
-    reduce_pair(v, w, S, M);
-}
-
-/* One Q4_K/Q5_K block into the row's accumulator, in the order the GEMM uses. */
-static inline float k4_step(float acc, const __m256i q[8], const uint8_t *scales, eng_f16 d, eng_f16 dmin,
-                            const eng_block_q8_k *y) {
-    int32_t S, M;
-    k4_block_sums(q, scales, y, &S, &M);
-    acc = fmaf((float)S, y->d * f16(d), acc);
-    return fmaf(-(float)M, y->d * f16(dmin), acc);
-}
-
-static float dot_q4_k(int64_t k, const void *w, const void *x) {
-    const eng_block_q4_k *a = w;
-    const eng_block_q8_k *y = x;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    float acc = 0;
-    for (int64_t i = 0; i < k / 256; i++) {
-        __m256i q[8];
-        for (int c = 0; c < 4; c++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * c));
-            q[2 * c] = _mm256_and_si256(raw, m4);
-            q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-        }
-        acc = k4_step(acc, q, a[i].scales, a[i].d, a[i].dmin, &y[i]);
-    }
-    return acc;
-}
-
-static float dot_q5_k(int64_t k, const void *w, const void *x) {
-    const eng_block_q5_k *a = w;
-    const eng_block_q8_k *y = x;
-    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
-    float acc = 0;
-    for (int64_t i = 0; i < k / 256; i++) {
-        __m256i q[8];
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)a[i].qh);
-        for (int c = 0; c < 4; c++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * c));
-            const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
-            const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
-            q[2 * c] = _mm256_or_si256(_mm256_and_si256(raw, m4), _mm256_slli_epi16(h0, 4));
-            q[2 * c + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), _mm256_slli_epi16(h1, 4));
-        }
-        acc = k4_step(acc, q, a[i].scales, a[i].d, a[i].dmin, &y[i]);
-    }
-    return acc;
-}
-
-static float dot_q6_k(int64_t k, const void *w, const void *x) {
-    const eng_block_q6_k *a = w;
-    const eng_block_q8_k *y = x;
-    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
-    /* 16-value sub-blocks: vector j holds sub-blocks 2j (low 128 bits) and 2j+1 (high) */
-    const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
-    float acc = 0;
-    for (int64_t i = 0; i < k / 256; i++) {
-        __m256i p[8];
-        for (int half = 0; half < 2; half++) {
-            const uint8_t *ql = a[i].ql + 64 * half, *qh = a[i].qh + 32 * half;
-            const int8_t *yq = y[i].qs + 128 * half;
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
-            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
-            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
-            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
-            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
-            const __m256i z = _mm256_setzero_si256();
-            p[4 * half + 0] = _mm256_dpbusd_epi32(z, q0, _mm256_loadu_si256((const __m256i *)yq));
-            p[4 * half + 1] = _mm256_dpbusd_epi32(z, q1, _mm256_loadu_si256((const __m256i *)(yq + 32)));
-            p[4 * half + 2] = _mm256_dpbusd_epi32(z, q2, _mm256_loadu_si256((const __m256i *)(yq + 64)));
-            p[4 * half + 3] = _mm256_dpbusd_epi32(z, q3, _mm256_loadu_si256((const __m256i *)(yq + 96)));
-        }
-        /* hadd pairs keep 128-bit halves apart: g0 = sub-blocks 0 2 4 6 | 1 3 5 7, g1 = 8.. */
-        const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-        const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
-        const __m128i sc = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)a[i].scales), even_odd);
-        const __m256i v = _mm256_add_epi32(_mm256_mullo_epi32(g0, _mm256_cvtepi8_epi32(sc)),
-                                           _mm256_mullo_epi32(g1, _mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))));
-        /* M = 32 * sum scale * bsum */
-        const __m256i mw = _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales)),
-                                                              _mm256_loadu_si256((const __m256i *)y[i].bsums)),
-                                            5);
-        int32_t S, M;
-        reduce_pair(v, mw, &S, &M);
-        acc = fmaf((float)(S - M), y[i].d * f16(a[i].d), acc);
-    }
-    return acc;
 }
 
 /* Q8_0: S = sum q x per 32-block, exact; acc = fma(S, d_w * d_x, acc) block by block (the GEMM's
@@ -336,9 +364,22 @@ static inline __attribute__((always_inline)) void unpack_tile(int kind, const ui
         uint8_t *o = tb + (size_t)b * TB_BYTES(nsub);
         const uint8_t *rp[TILE];
         for (int r = 0; r < TILE; r++) rp[r] = r < nr ? w + (size_t)r * row_bytes + (size_t)b * bb : zero_block;
-        if (kind != KQ6) {
-            /* measured: decoding quarters before the transpose reads DRAM faster than transposing
-             * the packed bytes for Q4_K (the reverse of Q6_K below) */
+        if (kind == KQ4) {
+            /* Transpose the packed bytes, then split the nibbles: packed dword i of half h (qs
+             * bytes 64h + 4i ..) holds values 64c + 4(i % 8) .. (low nibbles) and 32 more (high),
+             * c = 2h + i / 8: column groups 16c + i % 8 and 16c + 8 + i % 8. */
+            const __m512i m4 = _mm512_set1_epi8(0xF);
+            for (int h = 0; h < 2; h++) {
+                __m512i v[16];
+                for (int r = 0; r < TILE; r++) v[r] = _mm512_loadu_si512(rp[r] + offsetof(eng_block_q4_k, qs) + 64 * h);
+                transpose16(v);
+                for (int i = 0; i < 16; i++) {
+                    const int g = 16 * (2 * h + i / 8) + i % 8;
+                    _mm512_store_si512(o + 64 * g, _mm512_and_si512(v[i], m4));
+                    _mm512_store_si512(o + 64 * (g + 8), _mm512_and_si512(_mm512_srli_epi16(v[i], 4), m4));
+                }
+            }
+        } else if (kind == KQ5) {
             for (int qi = 0; qi < 4; qi++) {
                 __m512i v[16];
                 for (int r = 0; r < TILE; r++) v[r] = kind == KQ4 ? quarter_q4_k(rp[r], qi) : quarter_q5_k(rp[r], qi);
@@ -411,11 +452,12 @@ static inline __attribute__((always_inline)) void unpack_tile(int kind, const ui
 /* y[t][0..15] for nt tokens against one unpacked tile. */
 static inline __attribute__((always_inline)) void tile_tokens(const uint8_t *tb, int64_t nb, int nsub, bool int_mins,
                                                               const uint8_t *x, size_t xs, int nt, float *y, int ldy,
-                                                              __mmask16 rmask) {
+                                                              __mmask16 rmask, const uint8_t *pf, size_t pfb) {
     const int groups = 64 / nsub; /* column groups of 4 per sub-block */
     __m512 f[NT];
     for (int t = 0; t < NT; t++) f[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        for (size_t l = 0; l < pfb; l += 64) _mm_prefetch((const char *)pf + (size_t)b * pfb + l, _MM_HINT_T1);
         const uint8_t *o = tb + (size_t)b * TB_BYTES(nsub);
         const int32_t *sc = (const int32_t *)(const void *)(o + TB_Q), *mp = sc + 16 * nsub;
         const float *d = (const float *)(mp + 16 * 8), *dm = d + 16;
@@ -452,13 +494,17 @@ static inline __attribute__((always_inline)) void tile_tokens(const uint8_t *tb,
     for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, rmask, f[t]);
 }
 
+/* pf, pf_bytes: the next tile's weights, fetched into L2 a slice per block during the first
+ * pass so that DRAM reads overlap the arithmetic */
 static void tile_all_tokens(const uint8_t *tb, int64_t nb, int nsub, bool int_mins, const uint8_t *x, size_t xs, int n_tok,
-                            float *y, int ldy, __mmask16 rmask) {
+                            float *y, int ldy, __mmask16 rmask, const uint8_t *pf, size_t pf_bytes) {
+    size_t pfb = nb ? (pf_bytes / (size_t)nb + 63) & ~(size_t)63 : 0;
     int t = 0;
-    for (; t + NT <= n_tok; t += NT) tile_tokens(tb, nb, nsub, int_mins, x + (size_t)t * xs, xs, NT, y + (size_t)t * ldy, ldy, rmask);
+    for (; t + NT <= n_tok; t += NT, pfb = 0)
+        tile_tokens(tb, nb, nsub, int_mins, x + (size_t)t * xs, xs, NT, y + (size_t)t * ldy, ldy, rmask, pf, pfb);
     switch (n_tok - t) {
 #define REST(n) \
-    case n: tile_tokens(tb, nb, nsub, int_mins, x + (size_t)t * xs, xs, n, y + (size_t)t * ldy, ldy, rmask); break;
+    case n: tile_tokens(tb, nb, nsub, int_mins, x + (size_t)t * xs, xs, n, y + (size_t)t * ldy, ldy, rmask, pf, pfb); break;
         REST(1) REST(2) REST(3) REST(4) REST(5) REST(6) REST(7)
 #undef REST
     default: break;
@@ -569,7 +615,9 @@ static inline __attribute__((always_inline)) void gemm_k(int kind, int64_t k, co
     for (int64_t r = r0; r < r1; r += TILE) {
         const int nr = r1 - r < TILE ? (int)(r1 - r) : TILE;
         unpack_tile(kind, (const uint8_t *)w + (size_t)r * row_bytes, row_bytes, nr, nb, tb);
-        tile_all_tokens(tb, nb, nsub, kind == KQ6, x, xs, n_tok, y + r, ldy, (__mmask16)((1u << nr) - 1));
+        const int64_t nx = r1 - r - nr < TILE ? r1 - r - nr : TILE;
+        tile_all_tokens(tb, nb, nsub, kind == KQ6, x, xs, n_tok, y + r, ldy, (__mmask16)((1u << nr) - 1),
+                        (const uint8_t *)w + (size_t)(r + nr) * row_bytes, (size_t)nx * row_bytes);
     }
 }
 
