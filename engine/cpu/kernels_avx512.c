@@ -37,14 +37,6 @@ static inline int32_t load_i32(const void *p) {
     return v;
 }
 
-/* The 12 packed bytes of Q4_K/Q5_K scales -> 8 scales, 8 mins (6 bits each). */
-static inline void k4_scales_mins(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
-    uint32_t u[4];
-    eng_k4_unpack_scales(s, u);
-    memcpy(sc, u, 8);
-    memcpy(mn, u + 2, 8);
-}
-
 /* ---- one row (decode) --------------------------------------------------------------------- */
 
 /* Decode reads each weight once, so it runs at memory speed only if the vector work per block
@@ -333,16 +325,33 @@ static inline __m512i quarter_q5_k(const uint8_t *blk, int qi) {
     return _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(hb, _mm512_set1_epi8(1)), 4));
 }
 
-/* One row's scales as 16 dwords: 8 scales, then the 8 min pairs (each min twice as int16). */
-static inline __m512i scales_q4_k(const uint8_t *blk, size_t off) {
-    uint8_t sc[8], mn[8];
-    k4_scales_mins(blk + off, sc, mn);
-    uint64_t sc64, mn64;
-    memcpy(&sc64, sc, 8);
-    memcpy(&mn64, mn, 8);
-    const __m128i m8 = _mm_cvtsi64_si128((long long)mn64);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc64))),
-                              _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)), 1);
+/* 16 x 16 byte transpose: r[i] = row i in, column i out. */
+static inline void transpose_bytes16(__m128i r[16]) {
+    __m128i a[16], b[16];
+    for (int i = 0; i < 8; i++) {
+        a[i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]); /* 16-bit unit c: column c of rows 2i, 2i+1 */
+        a[8 + i] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++)
+        for (int i = 0; i < 4; i++) { /* 32-bit unit c: column 8h + 4q + c of rows 4i .. 4i+3 */
+            b[8 * h + i] = _mm_unpacklo_epi16(a[8 * h + 2 * i], a[8 * h + 2 * i + 1]);
+            b[8 * h + 4 + i] = _mm_unpackhi_epi16(a[8 * h + 2 * i], a[8 * h + 2 * i + 1]);
+        }
+    for (int g = 0; g < 4; g++)
+        for (int i = 0; i < 2; i++) { /* 64-bit unit c: column 4g + 2p + c of rows 8i .. 8i+7 */
+            a[4 * g + i] = _mm_unpacklo_epi32(b[4 * g + 2 * i], b[4 * g + 2 * i + 1]);
+            a[4 * g + 2 + i] = _mm_unpackhi_epi32(b[4 * g + 2 * i], b[4 * g + 2 * i + 1]);
+        }
+    for (int k = 0; k < 8; k++) {
+        r[2 * k] = _mm_unpacklo_epi64(a[2 * k], a[2 * k + 1]);
+        r[2 * k + 1] = _mm_unpackhi_epi64(a[2 * k], a[2 * k + 1]);
+    }
+}
+
+/* Byte j of every row's scale field (16 bytes from off), one row per byte lane. */
+static inline void tile_scale_bytes(const uint8_t *const rp[TILE], size_t off, __m128i t[16]) {
+    for (int r = 0; r < TILE; r++) t[r] = _mm_loadu_si128((const __m128i *)(rp[r] + off));
+    transpose_bytes16(t);
 }
 
 enum { KQ4, KQ5, KQ6 };
@@ -419,22 +428,34 @@ static inline __attribute__((always_inline)) void unpack_tile(int kind, const ui
                 }
         }
         __m512i *sc = (__m512i *)(void *)(o + TB_Q), *mp = sc + nsub;
-        __m512i v[16];
+        /* scales transposed as bytes (one row per lane), then widened: sc[s] one dword per row;
+         * mp[j] int16 pairs for vpdpwssd against bsums 2j, 2j+1 */
+        __m128i t[16];
         if (kind == KQ6) {
-            for (int r = 0; r < TILE; r++)
-                v[r] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rp[r] + offsetof(eng_block_q6_k, scales))));
-            transpose16(v);
-            for (int s = 0; s < 16; s++) _mm512_store_si512(sc + s, v[s]);
-            for (int r = 0; r < TILE; r++)
-                v[r] = _mm512_castsi256_si512(_mm256_slli_epi16(
-                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(rp[r] + offsetof(eng_block_q6_k, scales)))), 5));
-            transpose16(v);
-            for (int j = 0; j < 8; j++) _mm512_store_si512(mp + j, v[j]);
+            tile_scale_bytes(rp, offsetof(eng_block_q6_k, scales), t);
+            for (int s = 0; s < 16; s++) _mm512_store_si512(sc + s, _mm512_cvtepi8_epi32(t[s]));
+            for (int j = 0; j < 8; j++) {
+                const __m256i pr = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(t[2 * j], t[2 * j + 1])),
+                                                           _mm_unpackhi_epi8(t[2 * j], t[2 * j + 1]), 1);
+                _mm512_store_si512(mp + j, _mm512_slli_epi16(_mm512_cvtepi8_epi16(pr), 5)); /* M = 32 sum scale bsum */
+            }
         } else {
-            const size_t soff = kind == KQ4 ? offsetof(eng_block_q4_k, scales) : offsetof(eng_block_q5_k, scales);
-            for (int r = 0; r < TILE; r++) v[r] = scales_q4_k(rp[r], soff);
-            transpose16(v);
-            for (int s = 0; s < 16; s++) _mm512_store_si512(sc + s, v[s]); /* 8 scales, then mp */
+            /* the 6-bit fields of model-spec 2.2, for 16 rows at once (eng_k4_unpack_scales per lane) */
+            tile_scale_bytes(rp, kind == KQ4 ? offsetof(eng_block_q4_k, scales) : offsetof(eng_block_q5_k, scales), t);
+            const __m128i m6 = _mm_set1_epi8(63), m4 = _mm_set1_epi8(0xF), top = _mm_set1_epi8((char)0xC0);
+            for (int j = 0; j < 8; j++) {
+                __m128i scj, mnj;
+                if (j < 4) {
+                    scj = _mm_and_si128(t[j], m6);
+                    mnj = _mm_and_si128(t[j + 4], m6);
+                } else {
+                    scj = _mm_or_si128(_mm_and_si128(t[j + 4], m4), _mm_srli_epi16(_mm_and_si128(t[j - 4], top), 2));
+                    mnj = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(t[j + 4], 4), m4), _mm_srli_epi16(_mm_and_si128(t[j], top), 2));
+                }
+                _mm512_store_si512(sc + j, _mm512_cvtepu8_epi32(scj));
+                const __m512i m32 = _mm512_cvtepu8_epi32(mnj);
+                _mm512_store_si512(mp + j, _mm512_or_si512(m32, _mm512_slli_epi32(m32, 16))); /* each min twice */
+            }
         }
         const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, vidx, w + (size_t)b * bb, 1);
         float *d = (float *)(void *)(mp + 8), *dm = d + 16;
