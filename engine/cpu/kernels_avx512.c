@@ -573,10 +573,11 @@ static void unpack_tile_q8_0(const uint8_t *w, size_t row_bytes, int nr, int64_t
 
 static inline __attribute__((always_inline)) void tile_tokens_q8_0(const uint8_t *tb, int64_t nb, const uint8_t *x,
                                                                    size_t xs, int nt, float *y, int ldy,
-                                                                   __mmask16 rmask) {
+                                                                   __mmask16 rmask, const uint8_t *pf, size_t pfb) {
     __m512 f[NT];
     for (int t = 0; t < NT; t++) f[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
+        for (size_t l = 0; l < pfb; l += 64) _mm_prefetch((const char *)pf + (size_t)b * pfb + l, _MM_HINT_T1);
         const uint8_t *o = tb + (size_t)b * TB8;
         const eng_block_q8_0 *xb[NT];
         for (int t = 0; t < nt; t++) xb[t] = (const eng_block_q8_0 *)(const void *)(x + (size_t)t * xs) + b;
@@ -602,11 +603,16 @@ static void gemm_q8_0(int64_t k, const void *w, size_t rb, int64_t r0, int64_t r
         const int nr = r1 - r < TILE ? (int)(r1 - r) : TILE;
         const __mmask16 rmask = (__mmask16)((1u << nr) - 1);
         unpack_tile_q8_0((const uint8_t *)w + (size_t)r * rb, rb, nr, nb, tb);
+        /* the next tile into L2 during the first pass, as gemm_k does */
+        const uint8_t *pf = (const uint8_t *)w + (size_t)(r + nr) * rb;
+        const int64_t nx = r1 - r - nr < TILE ? r1 - r - nr : TILE;
+        size_t pfb = ((size_t)nx * rb / (size_t)nb + 63) & ~(size_t)63;
         int t = 0;
-        for (; t + NT <= n_tok; t += NT) tile_tokens_q8_0(tb, nb, (const uint8_t *)x + (size_t)t * xs, xs, NT, y + r + (size_t)t * ldy, ldy, rmask);
+        for (; t + NT <= n_tok; t += NT, pfb = 0)
+            tile_tokens_q8_0(tb, nb, (const uint8_t *)x + (size_t)t * xs, xs, NT, y + r + (size_t)t * ldy, ldy, rmask, pf, pfb);
         switch (n_tok - t) {
 #define REST8(n) \
-    case n: tile_tokens_q8_0(tb, nb, (const uint8_t *)x + (size_t)t * xs, xs, n, y + r + (size_t)t * ldy, ldy, rmask); break;
+    case n: tile_tokens_q8_0(tb, nb, (const uint8_t *)x + (size_t)t * xs, xs, n, y + r + (size_t)t * ldy, ldy, rmask, pf, pfb); break;
             REST8(1) REST8(2) REST8(3) REST8(4) REST8(5) REST8(6) REST8(7)
 #undef REST8
         default: break;
