@@ -56,6 +56,7 @@ struct eng_context {
     int32_t *blk_table;   /* [n_seq][max_bps], -1 = none */
     int32_t *blk_ref;     /* [n_blocks] sequences referring to each block */
     int32_t *blk_free;    /* [n_blocks] stack of free blocks */
+    int32_t *blk_writers; /* [n_blocks] scratch of eng_decode: a step's writers of each shared block */
     int32_t n_free;
     size_t kv_row_bytes;  /* one position of one layer's K (or V) */
     int32_t *slot;        /* [n_ubatch] cache row (block * ENG_KV_BLOCK + offset) of each token of a step */

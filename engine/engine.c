@@ -78,8 +78,9 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
     c->blk_table = malloc((size_t)full * sizeof(int32_t));
     c->blk_ref = calloc((size_t)c->n_blocks + 1, sizeof(int32_t));
     c->blk_free = malloc(((size_t)c->n_blocks + 1) * sizeof(int32_t));
+    c->blk_writers = calloc((size_t)c->n_blocks + 1, sizeof(int32_t));
     c->slot = malloc((size_t)p.n_ubatch * sizeof(int32_t));
-    if (!c->blk_table || !c->blk_ref || !c->blk_free || !c->slot) goto oom;
+    if (!c->blk_table || !c->blk_ref || !c->blk_free || !c->blk_writers || !c->slot) goto oom;
     for (int64_t i = 0; i < full; i++) c->blk_table[i] = -1;
     for (int32_t i = 0; i < c->n_blocks; i++) c->blk_free[i] = c->n_blocks - 1 - i; /* block 0 pops first */
     c->n_free = c->n_blocks;
@@ -168,6 +169,7 @@ void eng_context_free(eng_context *c) {
     free(c->seq_next);
     free(c->blk_table);
     free(c->blk_ref);
+    free(c->blk_writers);
     free(c->blk_free);
     free(c->slot);
     free(c->buf_mem);
@@ -238,13 +240,26 @@ dp_status eng_context_fit_budget(const eng_model *m, eng_context_params *p, uint
     return DP_OK;
 }
 
-/* Blocks sequence s needs of its own to write positions [p0, p1). */
-static int32_t blocks_to_take(const eng_context *c, int32_t s, int32_t p0, int32_t p1) {
-    if (!c->n_blocks || p1 <= p0) return 0;
-    const int32_t *table = c->blk_table + (size_t)s * c->max_bps;
+/* Blocks the step needs to let every sequence write positions [seq_len, next): one per block
+ * not allocated yet, and one copy per writer of a shared block except its last holder, which
+ * blocks_take leaves writing in place (sequences that share a prompt all step past it at once). */
+static int32_t blocks_for_step(eng_context *c, const int32_t *next) {
+    if (!c->n_blocks) return 0;
     int32_t n = 0;
-    for (int32_t bi = p0 / ENG_KV_BLOCK; bi <= (p1 - 1) / ENG_KV_BLOCK; bi++)
-        n += table[bi] < 0 || c->blk_ref[table[bi]] > 1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t s = 0; s < c->n_seq; s++) {
+            const int32_t p0 = c->seq_len[s], p1 = next[s], *table = c->blk_table + (size_t)s * c->max_bps;
+            for (int32_t bi = p0 / ENG_KV_BLOCK; p1 > p0 && bi <= (p1 - 1) / ENG_KV_BLOCK; bi++) {
+                const int32_t b = table[bi];
+                if (pass == 0) {
+                    if (b < 0) n++;
+                    else if (c->blk_ref[b] > 1) n++, c->blk_writers[b]++;
+                } else if (b >= 0 && c->blk_writers[b]) {
+                    n -= c->blk_writers[b] == c->blk_ref[b];
+                    c->blk_writers[b] = 0;
+                }
+            }
+        }
     return n;
 }
 
@@ -337,8 +352,7 @@ dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err) {
         return dp_err_set(err, DP_ERANGE, "decode: %d logits rows requested, at most %d per call", n_want,
                           c->n_logits_max);
     /* KV blocks for the whole call, all or none */
-    int32_t need = 0;
-    for (int32_t s = 0; s < c->n_seq; s++) need += blocks_to_take(c, s, c->seq_len[s], next[s]);
+    const int32_t need = blocks_for_step(c, next);
     if (need > c->n_free)
         return dp_err_set(err, DP_ENOMEM, "decode: the step needs %d KV blocks, %d of %d are free", need, c->n_free,
                           c->n_blocks);

@@ -2,7 +2,9 @@
  * test_kv_pages.c - the paged KV cache: a pool smaller than every sequence's full context gives
  * the same logits, bit for bit, as a full one; a step that needs more blocks than are free is
  * refused and changes nothing; shared prefix blocks are held by reference and copied only when
- * a sequence writes into one, leaving its source intact.
+ * a sequence writes into one, leaving its source intact; sequences that share a partly filled
+ * block and all write into it in one step need one copy fewer than they are (the last writes in
+ * place), so a pool with just that room runs the step.
  */
 #include "testutil.h"
 
@@ -150,11 +152,40 @@ static void test_shared_prefix_blocks_are_held_by_reference(void **state) {
     eng_context_free(c);
 }
 
+static void test_all_holders_of_a_shared_block_step_with_one_copy_fewer(void **state) {
+    fixture *f = *state;
+    /* 4 sequences share a 100-token prompt in one block; one step past it for all four takes 3
+     * copies (the last holder keeps the original): exactly what a 4-block pool has free */
+    eng_context *c = context(f, 4), *ref = context(f, 0);
+    must_step(f, c, 0, 100, 0);
+    for (int32_t s = 1; s < 4; s++) eng_seq_copy(c, 0, s);
+    assert_int_equal(eng_kv_blocks_free(c), 3);
+    int32_t tok[4], pos[4], sq[4];
+    int8_t want[4] = {1, 1, 1, 1};
+    for (int32_t s = 0; s < 4; s++) tok[s] = 11 + 7 * s, pos[s] = 100, sq[s] = s;
+    eng_batch b = {4, tok, pos, sq, want};
+    dp_err err = {0};
+    if (eng_decode(c, &b, &err)) fail_msg("the step of all four holders: %s", err.msg);
+    assert_int_equal(eng_kv_blocks_free(c), 0);
+    /* each sequence's logits are those of the same tokens decoded unshared */
+    for (int32_t s = 0; s < 4; s++) {
+        eng_seq_clear(ref, 0);
+        must_step(f, ref, 0, 100, 0);
+        const int32_t t1 = tok[s];
+        if (eng_decode_sequence(ref, 0, &t1, 1, 100, &err)) fail_msg("reference: %s", err.msg);
+        if (memcmp(eng_get_logits(ref, 0), eng_get_logits(c, s), (size_t)f->V * sizeof(float)))
+            fail_msg("sequence %d after the shared step differs from an unshared one", s);
+    }
+    eng_context_free(c);
+    eng_context_free(ref);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small_pool_gives_full_pool_logits),
         cmocka_unit_test(test_exhausted_pool_refuses_the_step_and_changes_nothing),
         cmocka_unit_test(test_shared_prefix_blocks_are_held_by_reference),
+        cmocka_unit_test(test_all_holders_of_a_shared_block_step_with_one_copy_fewer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
