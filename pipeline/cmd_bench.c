@@ -1,10 +1,13 @@
 /*
- * cmd_bench.c - `docpipe bench -m MODEL [-t N] [-p 512] [-n 64] [--seqs 1,4,16] [-r 2] [--json]`.
+ * cmd_bench.c - `docpipe bench -m MODEL [-t N] [-p 512] [-n 64] [--seqs 1,4,16] [--pps] [-r 2] [--json]`.
  *
  * Measures what llama-bench / llama-batched-bench measure, on random tokens: prompt
  * processing (pp: one prompt of -p tokens in one decode call) and generation (tg: -n steps of
  * one token per sequence). With --seqs, generation runs with that many sequences at once,
  * each step one token per sequence, and the aggregate tokens/s is reported per batch size.
+ * Generation starts from an empty context (as llama-bench's tg), or with --pps after the -p
+ * prompt, decoded once (untimed) and shared by every sequence, as llama-batched-bench -pps
+ * measures it: KV blocks shared by reference, a qwen35 recurrent state copied.
  * The best of -r repetitions is kept.
  */
 #include <stdio.h>
@@ -22,7 +25,7 @@ int pl_cmd_bench(int argc, char **argv) {
     const char *model = NULL, *seqs_arg = "1";
     uint32_t threads = 0, n_p = 512, n_g = 64, reps = 2;
     int device = ENG_DEVICE_AUTO;
-    bool json = false, exact = false;
+    bool json = false, exact = false, pps = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true, takes = true;
@@ -37,6 +40,7 @@ int pl_cmd_bench(int argc, char **argv) {
             takes = false;
             if (!strcmp(o, "--json")) json = true;
             else if (!strcmp(o, "--exact")) exact = true;
+            else if (!strcmp(o, "--pps")) pps = true;
             else {
                 fprintf(stderr, "docpipe bench: unknown option '%s'\n", o);
                 goto usage;
@@ -105,10 +109,17 @@ int pl_cmd_bench(int argc, char **argv) {
             int32_t *ps = tk + B, *sq = ps + B;
             (void)bt;
             (void)bp;
+            for (uint32_t q = 0; q < B; q++) eng_seq_clear(c, (int32_t)q);
+            const int32_t start = pps ? (int32_t)n_p : 0;
+            if (start && eng_decode_sequence(c, 0, tok, start, 0, &err)) {
+                free(tk);
+                free(want);
+                goto fail;
+            }
             for (uint32_t q = 0; q < B; q++) {
-                eng_seq_clear(c, (int32_t)q);
+                if (start && q) eng_seq_copy(c, 0, (int32_t)q);
                 tk[q] = tok[q % (n_p ? n_p : 1)];
-                ps[q] = 0;
+                ps[q] = start;
                 sq[q] = (int32_t)q;
                 want[q] = 1;
             }
@@ -156,6 +167,6 @@ done:
     eng_model_free(m);
     return rc;
 usage:
-    fprintf(stderr, "usage: docpipe bench -m MODEL.gguf [-t N] [-p 512] [-n 64] [--seqs 1,4,16] [-r 2] [--json]\n");
+    fprintf(stderr, "usage: docpipe bench -m MODEL.gguf [-t N] [-p 512] [-n 64] [--seqs 1,4,16] [--pps] [-r 2] [--json]\n");
     return PL_EXIT_USAGE;
 }

@@ -1,6 +1,7 @@
 /*
  * test_cli.c - the docpipe binary end to end: inspect (text and JSON) on every fixture model,
- * exit codes for broken files and bad usage, and make-test-model -> quantize -> inspect.
+ * exit codes for broken files and bad usage, make-test-model -> quantize -> inspect, and bench's
+ * JSON with and without a shared prompt ahead of generation (--pps).
  */
 #include "testutil.h"
 
@@ -112,6 +113,22 @@ static void test_make_test_model_quantize_inspect_chain(void **state) {
     assert_int_equal(tu_run(NULL, "make-test-model --arch qwen3 --heads 3 --kv-heads 2 --out '%s'",
                             tu_tmp("x.gguf")), 64);
     assert_int_equal(tu_run(NULL, "make-test-model --shape qwen3-4b --arch qwen2 --out x"), 64);
+    /* bench: one figure per batch size; --pps generates after a 300-token prompt shared by all
+     * sequences (one full block by reference, the partly filled one copied by all but the last) */
+    q = tu_tmp("chain-q4km.gguf"); /* tu_tmp's buffer was reused above */
+    for (int pps = 0; pps < 2; pps++) {
+        const int rc = tu_run(&out, "bench -m '%s' -t 2 -p 300 -n 4 --seqs 1,4 -r 1 --json%s", q, pps ? " --pps" : "");
+        if (rc) fail_msg("bench%s: exit %d: %s", pps ? " --pps" : "", rc, tu_last_stderr());
+        o = json_loads(out, 0, &je);
+        if (!o) fail_msg("bench%s: stdout is not one JSON object: %s", pps ? " --pps" : "", out);
+        json_t *by = json_object_get(o, "tg_by_seqs");
+        assert_true(json_real_value(json_object_get(by, "1")) > 0);
+        assert_true(json_real_value(json_object_get(by, "4")) > 0);
+        assert_true(json_real_value(json_object_get(o, "pp_tok_s")) > 0);
+        json_decref(o);
+        free(out);
+    }
+    assert_int_equal(tu_run(NULL, "bench -m '%s' --seqs 1,x", q), 64);
 }
 
 int main(void) {
