@@ -194,50 +194,51 @@ typedef struct attn_task {
     const eng_attn_args *a;
 } attn_task;
 
+/* One work item is a token and a KV head with its group of query heads: each cached row is read
+ * and converted once for the whole group (4 query heads per KV head in Qwen3-4B). */
 static void attn_heads(void *arg, int ith, int nth) {
     attn_task *at = arg;
     const eng_attn_args *a = at->a;
-    const int hd = a->hd, kv_dim = a->n_head_kv * hd, group = a->n_head / a->n_head_kv;
-    const int64_t total = (int64_t)a->n_tok * a->n_head;
+    const int hd = a->hd, kv_dim = a->n_head_kv * hd, G = a->n_head / a->n_head_kv;
+    const int64_t total = (int64_t)a->n_tok * a->n_head_kv;
     const int64_t i0 = total * ith / nth, i1 = total * (ith + 1) / nth;
     int max_pos = 0;
     for (int t = 0; t < a->n_tok; t++)
         if (a->pos[t] + 1 > max_pos) max_pos = a->pos[t] + 1;
-    float *sc = thread_scratch(at->c, ith, (size_t)max_pos + 2 * (size_t)hd);
+    float *sc = thread_scratch(at->c, ith, (size_t)G * ((size_t)max_pos + hd));
     if (!sc) return;
-    float *acc = sc + max_pos + hd;
-    const eng_kv_dot_fn kdot = eng_kv_dot_best(a->kv_type, at->c->exact);
-    const eng_kv_axpy_rows_fn vaxpy = eng_kv_axpy_rows_best(a->kv_type, at->c->exact);
+    float *acc = sc + (size_t)G * max_pos;
+    const eng_kv_dots_fn kdots = eng_kv_dots_best(a->kv_type, at->c->exact);
+    const eng_kv_mix_fn vmix = eng_kv_mix_best(a->kv_type, at->c->exact);
     for (int64_t i = i0; i < i1; i++) {
-        const int t = (int)(i / a->n_head), h = (int)(i % a->n_head), kvh = h / group;
-        const float *q = a->q + (size_t)t * a->ldq + (size_t)h * hd;
+        const int t = (int)(i / a->n_head_kv), kvh = (int)(i % a->n_head_kv);
+        const float *q = a->q + (size_t)t * a->ldq + (size_t)kvh * G * hd;
         const int n_pos = a->pos[t] + 1, B = a->blk_size;
         const int32_t *table = a->blk_table + (size_t)a->seq[t] * a->blk_stride;
         const size_t esz = a->kv_type == ENG_TYPE_F32 ? 4 : 2, row = (size_t)kv_dim * esz;
         /* positions p0.. of block table[p0 / B] are contiguous rows */
 #define KV_BLOCK(base, p0) ((const uint8_t *)(base) + (size_t)table[(p0) / B] * B * row + (size_t)kvh * hd * esz)
-        float mx = -INFINITY;
-        for (int p0 = 0; p0 < n_pos; p0 += B) {
-            const uint8_t *kb = KV_BLOCK(a->k, p0);
-            const int n = n_pos - p0 < B ? n_pos - p0 : B;
-            for (int p = 0; p < n; p++) {
-                const float s = kdot(q, kb + (size_t)p * row, hd) * a->scale;
-                sc[p0 + p] = s;
-                if (s > mx) mx = s;
-            }
-        }
-        double sum = 0;
-        for (int p = 0; p < n_pos; p++) {
-            sc[p] = expf(sc[p] - mx);
-            sum += sc[p];
-        }
-        const float inv = (float)(1.0 / sum);
-        for (int p = 0; p < n_pos; p++) sc[p] *= inv;
-        for (int j = 0; j < hd; j++) acc[j] = 0;
         for (int p0 = 0; p0 < n_pos; p0 += B)
-            vaxpy(acc, sc + p0, KV_BLOCK(a->v, p0), row, n_pos - p0 < B ? n_pos - p0 : B, hd);
+            kdots(q, (size_t)hd, G, KV_BLOCK(a->k, p0), row, n_pos - p0 < B ? n_pos - p0 : B, hd, sc + p0, (size_t)max_pos);
+        for (int g = 0; g < G; g++) {
+            float *s = sc + (size_t)g * max_pos, mx = -INFINITY;
+            for (int p = 0; p < n_pos; p++) {
+                s[p] *= a->scale;
+                if (s[p] > mx) mx = s[p];
+            }
+            double sum = 0;
+            for (int p = 0; p < n_pos; p++) {
+                s[p] = expf(s[p] - mx);
+                sum += s[p];
+            }
+            const float inv = (float)(1.0 / sum);
+            for (int p = 0; p < n_pos; p++) s[p] *= inv;
+        }
+        memset(acc, 0, (size_t)G * hd * sizeof(float));
+        for (int p0 = 0; p0 < n_pos; p0 += B)
+            vmix(acc, (size_t)hd, G, sc + p0, (size_t)max_pos, KV_BLOCK(a->v, p0), row, n_pos - p0 < B ? n_pos - p0 : B, hd);
 #undef KV_BLOCK
-        memcpy(a->out + (size_t)t * a->ldo + (size_t)h * hd, acc, (size_t)hd * 4);
+        memcpy(a->out + (size_t)t * a->ldo + (size_t)kvh * G * hd, acc, (size_t)G * hd * sizeof(float));
     }
 }
 

@@ -87,6 +87,16 @@ eng_kv_axpy_fn eng_kv_axpy_best(int kv_type, bool exact);
  * in the same order, as n calls of the 1-row axpy, with acc kept in registers. */
 typedef void (*eng_kv_axpy_rows_fn)(float *acc, const float *w, const void *v, size_t stride, int n, int hd);
 eng_kv_axpy_rows_fn eng_kv_axpy_rows_best(int kv_type, bool exact);
+/* G query heads that share one KV head (grouped-query attention), so each cached row is read and
+ * converted once for all of them: s[g * ls + p] = (q + g * lq) . k row p, for p < n, rows kst
+ * bytes apart; acc[g * la + j] += sum over p < n of w[g * lw + p] * v row p [j]. Per (g, p) the
+ * arithmetic does not depend on G or n, so a head's result is the same in any grouping. */
+typedef void (*eng_kv_dots_fn)(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
+                               size_t ls);
+typedef void (*eng_kv_mix_fn)(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n,
+                              int hd);
+eng_kv_dots_fn eng_kv_dots_best(int kv_type, bool exact);
+eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact);
 
 /* Converts n halves to floats. */
 void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n);

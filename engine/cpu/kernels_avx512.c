@@ -260,6 +260,117 @@ void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n) {
     }
 }
 
+/* ---- attention over an F16 cache, query heads grouped per KV head -------------------------- */
+
+/* [sum of a0's lanes, of a1's, of a2's, of a3's]: one fixed tree for every score */
+static inline __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+#define HALF(a) _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)))
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(HALF(a0), HALF(a1)), _mm256_hadd_ps(HALF(a2), HALF(a3)));
+#undef HALF
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* Up to 4 heads (gn) against 4 rows (missing rows: pass np < 4; their lanes are dropped). */
+static inline __attribute__((always_inline)) void dots_4x4(const float *q, size_t lq, int gn, const uint8_t *k,
+                                                           size_t kst, int np, int hd, float *s, size_t ls) {
+    __m512 acc[4][4];
+    for (int g = 0; g < 4; g++)
+        for (int j = 0; j < 4; j++) acc[g][j] = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d += 16) {
+        __m512 kv[4];
+        for (int j = 0; j < 4; j++)
+            kv[j] = j < np ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k + (size_t)j * kst + 2 * (size_t)d))) : _mm512_setzero_ps();
+        for (int g = 0; g < gn; g++) {
+            const __m512 qv = _mm512_loadu_ps(q + (size_t)g * lq + d);
+            for (int j = 0; j < 4; j++) acc[g][j] = _mm512_fmadd_ps(qv, kv[j], acc[g][j]);
+        }
+    }
+    for (int g = 0; g < gn; g++) {
+        float r[4];
+        _mm_storeu_ps(r, sum4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]));
+        for (int j = 0; j < np; j++) s[(size_t)g * ls + j] = r[j];
+    }
+}
+
+void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
+void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
+    const uint8_t *kb = k;
+    if (hd % 16) { /* not a model shape seen so far: one head, one row at a time, scalar order */
+        for (int g = 0; g < G; g++)
+            for (int p = 0; p < n; p++) {
+                float a = 0;
+                const uint16_t *r = (const uint16_t *)(const void *)(kb + (size_t)p * kst);
+                for (int d = 0; d < hd; d++) a += q[(size_t)g * lq + d] * _cvtsh_ss(r[d]);
+                s[(size_t)g * ls + p] = a;
+            }
+        return;
+    }
+    for (int g0 = 0; g0 < G; g0 += 4) {
+        const int gn = G - g0 < 4 ? G - g0 : 4;
+        for (int p = 0; p < n; p += 4) {
+            const int np = n - p < 4 ? n - p : 4;
+            const float *qg = q + (size_t)g0 * lq;
+            float *sg = s + (size_t)g0 * ls + p;
+            switch (gn) { /* specialized so the accumulators stay in registers */
+            case 1: dots_4x4(qg, lq, 1, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
+            case 2: dots_4x4(qg, lq, 2, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
+            case 3: dots_4x4(qg, lq, 3, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
+            default: dots_4x4(qg, lq, 4, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
+            }
+        }
+    }
+}
+
+/* acc_g += sum_p w_g[p] v_p over 64 dims (nz vectors of 16) for up to 4 heads: per element the
+ * fmas of the one-head kernel, in row order. */
+static inline __attribute__((always_inline)) void mix_4(float *acc, size_t la, int gn, const float *w, size_t lw,
+                                                        const uint8_t *v, size_t vst, int n, int nz) {
+    __m512 a[4][4];
+    for (int g = 0; g < gn; g++)
+        for (int z = 0; z < nz; z++) a[g][z] = _mm512_loadu_ps(acc + (size_t)g * la + 16 * z);
+    for (int p = 0; p < n; p++) {
+        __m512 vv[4];
+        for (int z = 0; z < nz; z++) vv[z] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + (size_t)p * vst + 32 * (size_t)z)));
+        for (int g = 0; g < gn; g++) {
+            const __m512 wv = _mm512_set1_ps(w[(size_t)g * lw + p]);
+            for (int z = 0; z < nz; z++) a[g][z] = _mm512_fmadd_ps(wv, vv[z], a[g][z]);
+        }
+    }
+    for (int g = 0; g < gn; g++)
+        for (int z = 0; z < nz; z++) _mm512_storeu_ps(acc + (size_t)g * la + 16 * z, a[g][z]);
+}
+
+void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
+void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
+    const uint8_t *vb = v;
+    if (hd % 16) {
+        for (int g = 0; g < G; g++)
+            for (int p = 0; p < n; p++) {
+                const uint16_t *r = (const uint16_t *)(const void *)(vb + (size_t)p * vst);
+                for (int d = 0; d < hd; d++) acc[(size_t)g * la + d] = fmaf(w[(size_t)g * lw + p], _cvtsh_ss(r[d]), acc[(size_t)g * la + d]);
+            }
+        return;
+    }
+    for (int g0 = 0; g0 < G; g0 += 4) {
+        const int gn = G - g0 < 4 ? G - g0 : 4;
+        for (int d0 = 0; d0 < hd; d0 += 64) {
+            const int nz = (hd - d0) / 16 < 4 ? (hd - d0) / 16 : 4;
+            float *ag = acc + (size_t)g0 * la + d0;
+            const float *wg = w + (size_t)g0 * lw;
+            const uint8_t *vd = vb + 2 * (size_t)d0;
+#define MIX(GN) \
+    (nz == 4 ? mix_4(ag, la, GN, wg, lw, vd, vst, n, 4) : mix_4(ag, la, GN, wg, lw, vd, vst, n, nz))
+            switch (gn) {
+            case 1: MIX(1); break;
+            case 2: MIX(2); break;
+            case 3: MIX(3); break;
+            default: MIX(4); break;
+            }
+#undef MIX
+        }
+    }
+}
+
 /* ---- GEMM --------------------------------------------------------------------------------- */
 
 #define TILE 16 /* weight rows per tile: one per 32-bit lane */

@@ -156,6 +156,51 @@ eng_kv_axpy_rows_fn eng_kv_axpy_rows_best(int kv_type, bool exact) {
     return kv_type == ENG_TYPE_F16 ? axpy_rows_f16_ref : axpy_rows_f32_ref;
 }
 
+/* Grouped attention loops: AVX-512 for F16 caches; elsewhere one head at a time through the
+ * one-head kernels (the exact path keeps the scalar reference). */
+void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
+void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
+
+static void kv_dots_generic(bool exact, int kv_type, const float *q, size_t lq, int G, const void *k, size_t kst, int n,
+                            int hd, float *s, size_t ls) {
+    const eng_kv_dot_fn dot = eng_kv_dot_best(kv_type, exact);
+    for (int g = 0; g < G; g++)
+        for (int p = 0; p < n; p++) s[(size_t)g * ls + p] = dot(q + (size_t)g * lq, (const uint8_t *)k + (size_t)p * kst, hd);
+}
+
+static void kv_mix_generic(bool exact, int kv_type, float *acc, size_t la, int G, const float *w, size_t lw, const void *v,
+                           size_t vst, int n, int hd) {
+    const eng_kv_axpy_rows_fn rows = eng_kv_axpy_rows_best(kv_type, exact);
+    for (int g = 0; g < G; g++) rows(acc + (size_t)g * la, w + (size_t)g * lw, v, vst, n, hd);
+}
+
+#define KV_GENERIC(NAME, EX, T)                                                                                      \
+    static void kv_dots_##NAME(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, \
+                               size_t ls) {                                                                          \
+        kv_dots_generic(EX, T, q, lq, G, k, kst, n, hd, s, ls);                                                      \
+    }                                                                                                                \
+    static void kv_mix_##NAME(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst,    \
+                              int n, int hd) {                                                                       \
+        kv_mix_generic(EX, T, acc, la, G, w, lw, v, vst, n, hd);                                                     \
+    }
+KV_GENERIC(f32, false, ENG_TYPE_F32)
+KV_GENERIC(f16, false, ENG_TYPE_F16)
+KV_GENERIC(f32_exact, true, ENG_TYPE_F32)
+KV_GENERIC(f16_exact, true, ENG_TYPE_F16)
+#undef KV_GENERIC
+
+eng_kv_dots_fn eng_kv_dots_best(int kv_type, bool exact) {
+    const int f = kv_type == ENG_TYPE_F16;
+    if (!exact && f && !g_force_scalar && have_avx512()) return eng_kv_dots_f16_avx512;
+    return exact ? (f ? kv_dots_f16_exact : kv_dots_f32_exact) : (f ? kv_dots_f16 : kv_dots_f32);
+}
+
+eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact) {
+    const int f = kv_type == ENG_TYPE_F16;
+    if (!exact && f && !g_force_scalar && have_avx512()) return eng_kv_mix_f16_avx512;
+    return exact ? (f ? kv_mix_f16_exact : kv_mix_f32_exact) : (f ? kv_mix_f16 : kv_mix_f32);
+}
+
 eng_kv_axpy_fn eng_kv_axpy_best(int kv_type, bool exact) {
 #ifdef DP_HAVE_X86
     if (!exact && !g_force_scalar && have_avx2()) return kv_type == ENG_TYPE_F16 ? eng_kv_axpy_f16_avx2 : eng_kv_axpy_f32_avx2;

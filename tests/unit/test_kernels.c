@@ -1,6 +1,6 @@
 /*
  * test_kernels.c - every SIMD vec-dot kernel against its scalar reference, the activation
- * quantizers, and the thread pool.
+ * quantizers, the grouped attention loops, and the thread pool.
  */
 #include "testutil.h"
 
@@ -255,6 +255,60 @@ static void task(void *arg, int ith, int nth) {
     }
 }
 
+/* Grouped-query attention loops (F16 and F32 caches): close to the exact path, and per head the
+ * same bits whatever the group size or the split of the rows into calls. */
+static void test_grouped_attention_loops(void **state) {
+    (void)state;
+    const int hds[] = {128, 80, 64, 24};
+    const int types[] = {ENG_TYPE_F16, ENG_TYPE_F32};
+    enum { NMAX = 37, GMAX = 6, HMAX = 128 };
+    float q[GMAX * HMAX], kf[NMAX * HMAX], w[GMAX * NMAX];
+    uint16_t kh[NMAX * HMAX];
+    uint64_t r = 99;
+    for (int i = 0; i < NMAX * HMAX; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        kf[i] = (float)((int)(r >> 40) % 2001 - 1000) / 500.0f;
+        kh[i] = eng_f32_to_f16(kf[i]);
+    }
+    for (int i = 0; i < GMAX * HMAX; i++) q[i] = sinf((float)i * 0.37f);
+    for (int i = 0; i < GMAX * NMAX; i++) w[i] = 0.5f + 0.5f * cosf((float)i * 0.11f);
+    for (size_t ti = 0; ti < 2; ti++)
+        for (size_t hi = 0; hi < 4; hi++) {
+            const int type = types[ti], hd = hds[hi];
+            const void *k = type == ENG_TYPE_F16 ? (const void *)kh : (const void *)kf;
+            const size_t esz = type == ENG_TYPE_F16 ? 2 : 4, kst = (size_t)hd * esz;
+            const eng_kv_dots_fn fast = eng_kv_dots_best(type, false), exact = eng_kv_dots_best(type, true);
+            const eng_kv_mix_fn mfast = eng_kv_mix_best(type, false), mexact = eng_kv_mix_best(type, true);
+            for (int G = 1; G <= GMAX; G++) {
+                float s[GMAX * NMAX], se[GMAX * NMAX], s1[NMAX], a[GMAX * HMAX] = {0}, ae[GMAX * HMAX] = {0};
+                fast(q, (size_t)hd, G, k, kst, NMAX, hd, s, NMAX);
+                exact(q, (size_t)hd, G, k, kst, NMAX, hd, se, NMAX);
+                mfast(a, (size_t)hd, G, w, NMAX, k, kst, NMAX, hd);
+                mexact(ae, (size_t)hd, G, w, NMAX, k, kst, NMAX, hd);
+                for (int g = 0; g < G; g++) {
+                    for (int p = 0; p < NMAX; p++)
+                        if (fabsf(s[g * NMAX + p] - se[g * NMAX + p]) > 1e-4f * (1 + fabsf(se[g * NMAX + p])))
+                            fail_msg("dots type %d hd %d G %d head %d row %d: %g vs %g", type, hd, G, g, p,
+                                     s[g * NMAX + p], se[g * NMAX + p]);
+                    for (int j = 0; j < hd; j++)
+                        if (fabsf(a[g * hd + j] - ae[g * hd + j]) > 1e-4f * (1 + fabsf(ae[g * hd + j])))
+                            fail_msg("mix type %d hd %d G %d head %d dim %d: %g vs %g", type, hd, G, g, j,
+                                     a[g * hd + j], ae[g * hd + j]);
+                    /* head g alone, rows in two calls (13 + the rest): the same bits */
+                    fast(q + g * hd, (size_t)hd, 1, k, kst, 13, hd, s1, NMAX);
+                    fast(q + g * hd, (size_t)hd, 1, (const uint8_t *)k + 13 * kst, kst, NMAX - 13, hd, s1 + 13, NMAX);
+                    if (memcmp(s1, s + g * NMAX, sizeof(s1)))
+                        fail_msg("dots type %d hd %d: head %d differs alone from in a group of %d", type, hd, g, G);
+                    float a1[HMAX] = {0};
+                    mfast(a1, (size_t)hd, 1, w + g * NMAX, NMAX, k, kst, 13, hd);
+                    mfast(a1, (size_t)hd, 1, w + g * NMAX + 13, NMAX, (const uint8_t *)k + 13 * kst, kst, NMAX - 13, hd);
+                    if (memcmp(a1, a + g * hd, (size_t)hd * sizeof(float)))
+                        fail_msg("mix type %d hd %d: head %d differs alone from in a group of %d", type, hd, g, G);
+                }
+            }
+        }
+}
+
 static void test_thread_pool_runs_every_slice_once(void **state) {
     (void)state;
     for (int threads = 1; threads <= 4; threads++) {
@@ -281,6 +335,7 @@ int main(void) {
         cmocka_unit_test(test_q8_k_activation_quantizer_matches_reference),
         cmocka_unit_test(test_rope_pairs_and_frequency_divisors),
         cmocka_unit_test(test_q8_0_activation_rounds_half_to_even),
+        cmocka_unit_test(test_grouped_attention_loops),
         cmocka_unit_test(test_thread_pool_runs_every_slice_once),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
