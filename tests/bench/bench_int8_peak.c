@@ -12,13 +12,10 @@
 #include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "platform.h"
+
+static double now(void) { return (double)dp_time_ns() * 1e-9; }
 
 __attribute__((target("avx512f,avx512vnni"))) static double vnni_macs_per_s(void) {
     __m512i a[12];
