@@ -31,6 +31,8 @@ eng_vec_dot_fn eng_vec_dot_avx512(int weight_type);
 eng_gemm_fn eng_gemm_avx512(int weight_type);
 eng_gemm_prep_fn eng_gemm_prep_avx512(int weight_type);
 size_t eng_gemm_ws_avx512(int64_t k);
+void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
+void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
 static int g_avx2 = -1, g_avx512 = -1;
 static bool have_avx2(void) {
     if (g_avx2 < 0) {
@@ -158,8 +160,6 @@ eng_kv_axpy_rows_fn eng_kv_axpy_rows_best(int kv_type, bool exact) {
 
 /* Grouped attention loops: AVX-512 for F16 caches; elsewhere one head at a time through the
  * one-head kernels (the exact path keeps the scalar reference). */
-void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
-void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
 
 static void kv_dots_generic(bool exact, int kv_type, const float *q, size_t lq, int G, const void *k, size_t kst, int n,
                             int hd, float *s, size_t ls) {
@@ -191,13 +191,17 @@ KV_GENERIC(f16_exact, true, ENG_TYPE_F16)
 
 eng_kv_dots_fn eng_kv_dots_best(int kv_type, bool exact) {
     const int f = kv_type == ENG_TYPE_F16;
+#ifdef DP_HAVE_X86
     if (!exact && f && !g_force_scalar && have_avx512()) return eng_kv_dots_f16_avx512;
+#endif
     return exact ? (f ? kv_dots_f16_exact : kv_dots_f32_exact) : (f ? kv_dots_f16 : kv_dots_f32);
 }
 
 eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact) {
     const int f = kv_type == ENG_TYPE_F16;
+#ifdef DP_HAVE_X86
     if (!exact && f && !g_force_scalar && have_avx512()) return eng_kv_mix_f16_avx512;
+#endif
     return exact ? (f ? kv_mix_f16_exact : kv_mix_f32_exact) : (f ? kv_mix_f16 : kv_mix_f32);
 }
 
