@@ -102,13 +102,9 @@ int pl_cmd_bench(int argc, char **argv) {
         }
         for (int k = 0; k < n_seqs && n_g; k++) {
             const uint32_t B = seqs[k];
-            int32_t *bt = tok + n_p + B, *bp = bt + B, *bs = bp + B;
-            (void)bs;
             int32_t *tk = malloc(B * 3 * sizeof(int32_t));
             int8_t *want = malloc(B);
             int32_t *ps = tk + B, *sq = ps + B;
-            (void)bt;
-            (void)bp;
             for (uint32_t q = 0; q < B; q++) eng_seq_clear(c, (int32_t)q);
             const int32_t start = pps ? (int32_t)n_p : 0;
             if (start && eng_decode_sequence(c, 0, tok, start, 0, &err)) {

@@ -112,29 +112,21 @@ static inline float k4_fold(float acc, int32_t S, int32_t M, eng_f16 d, eng_f16 
 
 static inline __attribute__((always_inline)) float k4_dot(int64_t k, const uint8_t *w, size_t bb, size_t qs_off,
                                                           ptrdiff_t qh_off, const eng_block_q8_k *y) {
-    /* d and dmin lead both block types; scales follow them */
+    /* d and dmin lead both block types; scales follow them. Blocks go in pairs; an odd last one
+     * is paired with zero lanes. */
     const int64_t nb = k / 256;
     float acc = 0;
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
+    for (int64_t i = 0; i < nb; i += 2) {
+        const bool two = i + 1 < nb;
         const uint8_t *b0 = w + (size_t)i * bb, *b1 = b0 + bb;
-        __m512i S0, S1;
-        __m256i M0, M1;
+        __m512i S0, S1 = _mm512_setzero_si512();
+        __m256i M0, M1 = _mm256_setzero_si256();
         k4_block(b0 + qs_off, qh_off < 0 ? NULL : b0 + qh_off, b0 + 4, &y[i], &S0, &M0);
-        k4_block(b1 + qs_off, qh_off < 0 ? NULL : b1 + qh_off, b1 + 4, &y[i + 1], &S1, &M1);
+        if (two) k4_block(b1 + qs_off, qh_off < 0 ? NULL : b1 + qh_off, b1 + 4, &y[i + 1], &S1, &M1);
         const __m128i r = reduce4(S0, S1, M0, M1);
         const eng_f16 *h0 = (const eng_f16 *)b0, *h1 = (const eng_f16 *)b1;
         acc = k4_fold(acc, _mm_cvtsi128_si32(r), _mm_extract_epi32(r, 2), h0[0], h0[1], y[i].d);
-        acc = k4_fold(acc, _mm_extract_epi32(r, 1), _mm_extract_epi32(r, 3), h1[0], h1[1], y[i + 1].d);
-    }
-    if (i < nb) {
-        const uint8_t *b0 = w + (size_t)i * bb;
-        __m512i S0;
-        __m256i M0;
-        k4_block(b0 + qs_off, qh_off < 0 ? NULL : b0 + qh_off, b0 + 4, &y[i], &S0, &M0);
-        const __m128i r = reduce4(S0, _mm512_setzero_si512(), M0, _mm256_setzero_si256());
-        const eng_f16 *h0 = (const eng_f16 *)b0;
-        acc = k4_fold(acc, _mm_cvtsi128_si32(r), _mm_extract_epi32(r, 2), h0[0], h0[1], y[i].d);
+        if (two) acc = k4_fold(acc, _mm_extract_epi32(r, 1), _mm_extract_epi32(r, 3), h1[0], h1[1], y[i + 1].d);
     }
     return acc;
 }
@@ -180,13 +172,13 @@ static float dot_q6_k(int64_t k, const void *w, const void *x) {
     const eng_block_q8_k *y = x;
     const int64_t nb = k / 256;
     float acc = 0;
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m128i r = reduce4(q6_block(&a[i], &y[i]), q6_block(&a[i + 1], &y[i + 1]), _mm256_setzero_si256(), _mm256_setzero_si256());
+    for (int64_t i = 0; i < nb; i += 2) { /* in pairs, as k4_dot */
+        const bool two = i + 1 < nb;
+        const __m512i S1 = two ? q6_block(&a[i + 1], &y[i + 1]) : _mm512_setzero_si512();
+        const __m128i r = reduce4(q6_block(&a[i], &y[i]), S1, _mm256_setzero_si256(), _mm256_setzero_si256());
         acc = fmaf((float)_mm_cvtsi128_si32(r), y[i].d * f16(a[i].d), acc);
-        acc = fmaf((float)_mm_extract_epi32(r, 1), y[i + 1].d * f16(a[i + 1].d), acc);
+        if (two) acc = fmaf((float)_mm_extract_epi32(r, 1), y[i + 1].d * f16(a[i + 1].d), acc);
     }
-    if (i < nb) acc = fmaf((float)_mm512_reduce_add_epi32(q6_block(&a[i], &y[i])), y[i].d * f16(a[i].d), acc);
     return acc;
 }
 
