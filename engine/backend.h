@@ -1,10 +1,22 @@
 /*
- * backend.h - the compute interface the forward pass (forward.c) is written against. The CPU
- * backend (cpu/backend_cpu.c) implements it now; the CUDA backend will fill the same table,
- * with the float pointers then naming device memory.
+ * backend.h - the compute interface the forward pass (forward.c) and the context (engine.c)
+ * are written against. Two implementations: the CPU (cpu/backend_cpu.c) and CUDA
+ * (cuda/backend_cuda.cu, in builds with DP_HAVE_CUDA).
  *
- * Shapes are given as [rows][columns] with a row stride (ld*) in floats. All ops are
- * synchronous from the caller's view.
+ * DESIGN
+ * - Activations, the KV cache and the recurrent state live in backend memory (alloc): host
+ *   memory for the CPU, device memory for CUDA. The engine never dereferences it; it moves
+ *   bytes with copy/fill0/to_host/from_host. Weight pointers (eng_weight.data, the f32 vectors
+ *   of eng_layer) are the model's host pointers: a device backend keeps its own copy of each
+ *   and translates.
+ * - The step's integer arrays (token, pos, seq, slot, the block table) are handed over once per
+ *   forward step by begin_step; ops that take one of them (get_rows, rope, kv_store,
+ *   attention, deltanet) must be given the same host pointer, which a device backend maps to
+ *   its uploaded copy.
+ * - Ops may run asynchronously (CUDA: one stream, in order). to_host and sync wait; sync
+ *   returns the first error any op met since the last sync (an op itself returns nothing).
+ *
+ * Shapes are given as [rows][columns] with a row stride (ld*) in floats.
  */
 #ifndef ENG_BACKEND_H
 #define ENG_BACKEND_H
@@ -51,8 +63,36 @@ typedef struct eng_deltanet_args {
     bool chunked;               /* prompts in the chunk-wise (WY) form; decode steps always recurrent */
 } eng_deltanet_args;
 
+/* The integer arrays of one forward step (host memory; see begin_step). */
+typedef struct eng_step {
+    int n_tok;
+    const int32_t *token, *pos, *seq; /* [n_tok] */
+    const int32_t *slot;              /* [n_tok] KV cache row of each token */
+    const int32_t *blk_table;         /* [n_seq][blk_stride] */
+    int n_seq, blk_stride;
+} eng_step;
+
 typedef struct eng_backend_ops {
     const char *name;
+    bool host_memory;  /* alloc returns host memory the engine may read directly */
+    /* memory: alloc returns zeroed backend memory, or NULL when there is not enough */
+    void *(*alloc)(eng_backend *be, size_t bytes);
+    void (*release)(eng_backend *be, void *p);
+    void (*copy)(eng_backend *be, void *dst, const void *src, size_t bytes);
+    void (*fill0)(eng_backend *be, void *dst, size_t bytes);
+    void (*to_host)(eng_backend *be, void *host_dst, const void *src, size_t bytes);
+    void (*from_host)(eng_backend *be, void *dst, const void *host_src, size_t bytes);
+    /* waits for every op issued so far; the first error since the last sync, or DP_OK */
+    dp_status (*sync)(eng_backend *be, dp_err *err);
+    void (*begin_step)(eng_backend *be, const eng_step *s);
+    /* x[t] = row tok[t] of w as floats (the token embedding) */
+    void (*get_rows)(eng_backend *be, const eng_weight *w, const int32_t *tok, int n, float *x);
+    /* dst[r][0..cols) = src[r][0..cols) for n_rows rows */
+    void (*copy2d)(eng_backend *be, float *dst, int ldd, const float *src, int lds, int n_rows, int cols);
+    /* x[r][i] += b[i] for n_rows rows of n (biases) */
+    void (*add_rows)(eng_backend *be, float *x, int ld, int n_rows, const float *b, int n);
+    /* x[i] *= sigmoid(g[i]) (qwen35's attention output gate) */
+    void (*mul_sigmoid)(eng_backend *be, float *x, const float *g, int64_t n);
     /* y[t][n] = sum_k W[n][k] * x[t][k]; x [n_tok][W.ne0] (ldx), y [n_tok][W.ne1] (ldy) */
     void (*matmul)(eng_backend *be, const eng_weight *w, const float *x, int ldx, int n_tok, float *y, int ldy);
     /* y[r] = x[r] * w / sqrt(mean(x[r]^2) + eps), n_rows rows of n */
@@ -83,5 +123,18 @@ struct eng_backend {
 /* The CPU backend: n_threads workers; exact = scalar reference kernels on dequantized
  * weights, no activation quantization. */
 dp_status eng_backend_cpu_new(int n_threads, bool exact, eng_backend **out, dp_err *err);
+
+#ifdef DP_HAVE_CUDA
+/* The CUDA backend on device `index`: uploads every weight of m once (DP_ENOMEM naming the
+ * bytes when the device cannot hold them). Activations per step: up to n_ubatch tokens, n_seq
+ * sequences of blk_stride table entries. deltanet is NULL: qwen35 stays on the CPU for now. */
+dp_status eng_backend_cuda_new(const eng_model *m, int index, int n_ubatch, int n_seq, int blk_stride,
+                               eng_backend **out, dp_err *err);
+/* Usable CUDA devices (0 without a driver or GPU), and device 0's free memory and name. */
+void eng_cuda_probe(int *n_devices, size_t *free_bytes, char *name, size_t name_len);
+/* Why m cannot run on the CUDA backend (NULL when it can): an architecture or weight type it
+ * has no kernels for. */
+const char *eng_backend_cuda_refuses(const eng_model *m);
+#endif
 
 #endif /* ENG_BACKEND_H */

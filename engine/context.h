@@ -62,8 +62,9 @@ struct eng_context {
     int32_t *slot;        /* [n_ubatch] cache row (block * ENG_KV_BLOCK + offset) of each token of a step */
     int32_t *seq_next;    /* [n_seq] scratch for batch validation */
     eng_buffers buf;
-    void *buf_mem;        /* one allocation behind buf */
-    float *logits;        /* [n_logits_max][n_vocab] */
+    void *buf_mem;        /* one backend allocation behind buf */
+    float *logits;        /* [n_logits_max][n_vocab] host copy (= logits_be for a host backend) */
+    float *logits_be;     /* [n_logits_max][n_vocab] backend memory the forward pass writes */
     int32_t n_logits, n_logits_max;
     int8_t *want;         /* [n_ubatch] scratch */
 };

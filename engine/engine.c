@@ -10,6 +10,10 @@
  * writer its own copy. Blocks are taken before a step runs, all or none. All memory is
  * allocated at context creation; decoding allocates nothing. Logits of a decode call are kept
  * until the next call.
+ *
+ * The KV cache, the recurrent state, the activations and the logits the forward pass writes
+ * are backend memory (backend.h): the GPU's under CUDA. This file keeps the bookkeeping (block
+ * tables, lengths) on the host and moves state only through the backend's copy ops.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +35,42 @@ eng_chat_kind eng_model_chat_kind(const eng_model *m) { return (eng_chat_kind)m-
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* Device memory CUDA needs beyond the buffers the estimate counts: the runtime, cuBLAS and
+ * the dequantized weight tile of prompt GEMMs. */
+#define GPU_RESERVE ((uint64_t)512 << 20)
+
+/* Resolves p->device: CPU, or CUDA device *gpu (with its free memory when gpu_free is given).
+ * auto takes the GPU when one is present and the model runs there, else the CPU with one log
+ * line (when log); cuda without a usable GPU, or for a model it cannot run, is an error. */
+static dp_status pick_device(const eng_model *m, const eng_context_params *p, bool log, int *gpu, uint64_t *gpu_free,
+                             dp_err *err) {
+    *gpu = -1;
+    if (p->device == ENG_DEVICE_CPU) return DP_OK;
+    const char *why = NULL;
+#ifdef DP_HAVE_CUDA
+    int n = 0;
+    size_t free_b = 0;
+    char name[128] = "";
+    eng_cuda_probe(&n, &free_b, name, sizeof(name));
+    if (p->exact) why = "--exact runs on the CPU only";
+    else if (!n) why = "no usable CUDA device (driver or GPU missing)";
+    else why = eng_backend_cuda_refuses(m);
+    if (!why) {
+        *gpu = 0;
+        if (gpu_free) *gpu_free = free_b;
+        if (log) DP_LOG_INFO("device %s: using CUDA device 0 (%s, %zu MiB free)",
+                             p->device == ENG_DEVICE_AUTO ? "auto" : "cuda", name, free_b >> 20);
+        return DP_OK;
+    }
+#else
+    (void)m;
+    why = "this build has no CUDA backend (nvcc was not found when it was configured)";
+#endif
+    if (p->device == ENG_DEVICE_CUDA) return dp_err_set(err, DP_EUNSUPPORTED, "device cuda: %s", why);
+    if (log) DP_LOG_INFO("device auto: using the CPU backend (%s)", why);
+    return DP_OK;
+}
+
 dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_context **out, dp_err *err) {
     *out = NULL;
     const eng_model_info *in = &m->info;
@@ -42,10 +82,9 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
                           p.n_seq_max, p.n_ubatch);
     if (p.kv_type != ENG_TYPE_F16 && p.kv_type != ENG_TYPE_F32)
         return dp_err_set(err, DP_EINVAL, "context: the KV cache type must be F16 or F32");
-    if (p.device == ENG_DEVICE_CUDA)
-        return dp_err_set(err, DP_EUNSUPPORTED, "context: the CUDA backend cannot run models in this build yet; "
-                          "use --device cpu or auto");
-    if (p.device == ENG_DEVICE_AUTO) DP_LOG_INFO("device auto: using the CPU backend");
+    int gpu = -1;
+    dp_status st = pick_device(m, &p, true, &gpu, NULL, err);
+    if (st) return st;
     if (p.n_threads <= 0) p.n_threads = dp_cpu_count();
     if (p.n_ubatch > p.n_ctx * p.n_seq_max) p.n_ubatch = p.n_ctx * p.n_seq_max;
 
@@ -57,10 +96,21 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
     c->n_seq = (int)p.n_seq_max;
     c->n_ubatch = (int)p.n_ubatch;
     c->kv_type = p.kv_type;
-    dp_status st = eng_backend_cpu_new(p.n_threads, p.exact, &c->be, err);
-    if (st) goto fail;
-    snprintf(c->be_name, sizeof(c->be_name), "cpu (%s, %d threads)", p.exact ? "exact f32" : eng_cpu_kernel_name(),
-             p.n_threads);
+    c->max_bps = (int32_t)((p.n_ctx + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK);
+#ifdef DP_HAVE_CUDA
+    if (gpu >= 0) {
+        st = eng_backend_cuda_new(m, gpu, (int)p.n_ubatch, c->n_seq, c->max_bps, &c->be, err);
+        if (st) goto fail;
+        snprintf(c->be_name, sizeof(c->be_name), "%s", c->be->ops->name);
+    }
+#endif
+    if (!c->be) {
+        st = eng_backend_cpu_new(p.n_threads, p.exact, &c->be, err);
+        if (st) goto fail;
+        snprintf(c->be_name, sizeof(c->be_name), "cpu (%s, %d threads)", p.exact ? "exact f32" : eng_cpu_kernel_name(),
+                 p.n_threads);
+    }
+    eng_backend *be = c->be;
 
     const size_t T = (size_t)p.n_ubatch, E = in->n_embd, F = in->n_ff;
     const size_t hd = in->head_dim_k, H = in->n_head, Hkv = in->n_head_kv;
@@ -71,7 +121,6 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
 
     /* KV cache */
     const size_t esz = p.kv_type == ENG_TYPE_F32 ? 4 : 2;
-    c->max_bps = (int32_t)((p.n_ctx + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK);
     const int64_t full = (int64_t)c->n_seq * c->max_bps;
     c->n_blocks = !in->n_attn_layers ? 0 : p.n_kv_blocks && p.n_kv_blocks < full ? (int32_t)p.n_kv_blocks : (int32_t)full;
     c->kv_row_bytes = kvd * esz;
@@ -88,8 +137,8 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
     c->kv = calloc(in->n_attn_layers ? in->n_attn_layers : 1, sizeof(eng_kv_layer));
     if (!c->kv) goto oom;
     for (uint32_t i = 0; i < in->n_attn_layers; i++) {
-        c->kv[i].k = malloc(kv_layer);
-        c->kv[i].v = malloc(kv_layer);
+        c->kv[i].k = be->ops->alloc(be, kv_layer);
+        c->kv[i].v = be->ops->alloc(be, kv_layer);
         if (!c->kv[i].k || !c->kv[i].v) {
             st = dp_err_set(err, DP_ENOMEM, "cannot allocate the KV cache (%zu MiB: %d blocks of %d positions for %u "
                             "attention layers)", 2 * kv_layer * in->n_attn_layers >> 20, c->n_blocks, ENG_KV_BLOCK,
@@ -104,8 +153,8 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
     const size_t ssm_per_seq = Hv * dv * in->ssm_d_state;
     c->rec_bytes_per_seq = (conv_per_seq + ssm_per_seq) * 4 * in->n_rec_layers;
     for (uint32_t i = 0; i < in->n_rec_layers; i++) {
-        c->rec[i].conv = calloc((size_t)c->n_seq * conv_per_seq + 1, 4);
-        c->rec[i].ssm = calloc((size_t)c->n_seq * ssm_per_seq + 1, 4);
+        c->rec[i].conv = be->ops->alloc(be, ((size_t)c->n_seq * conv_per_seq + 1) * 4);
+        c->rec[i].ssm = be->ops->alloc(be, ((size_t)c->n_seq * ssm_per_seq + 1) * 4);
         if (!c->rec[i].conv || !c->rec[i].ssm) {
             st = dp_err_set(err, DP_ENOMEM, "cannot allocate the recurrent state (%zu MiB for %d sequences)",
                             c->rec_bytes_per_seq * (size_t)c->n_seq >> 20, c->n_seq);
@@ -124,7 +173,7 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
                      &c->buf.dn_out, &c->buf.dn_beta, &c->buf.dn_alpha};
     size_t total = 0;
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) total += align64(sizes[i] * 4);
-    c->buf_mem = malloc(total);
+    c->buf_mem = be->ops->alloc(be, total);
     if (!c->buf_mem) {
         st = dp_err_set(err, DP_ENOMEM, "cannot allocate %zu MiB of activation buffers for %zu tokens per step",
                         total >> 20, T);
@@ -138,9 +187,11 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
     c->buf.ld_e = (int)E;
     c->buf.ld_qg = (int)qrows;
     c->n_logits_max = c->n_seq > 64 ? c->n_seq : 64;
-    c->logits = malloc((size_t)c->n_logits_max * in->n_vocab * sizeof(float));
+    const size_t logits_bytes = (size_t)c->n_logits_max * in->n_vocab * sizeof(float);
+    c->logits_be = be->ops->alloc(be, logits_bytes);
+    c->logits = be->ops->host_memory ? c->logits_be : malloc(logits_bytes);
     c->want = malloc(T);
-    if (!c->logits || !c->want) goto oom;
+    if (!c->logits_be || !c->logits || !c->want) goto oom;
     *out = c;
     return DP_OK;
 oom:
@@ -153,16 +204,22 @@ fail:
 void eng_context_free(eng_context *c) {
     if (!c) return;
     const eng_model_info *in = &c->model->info;
-    if (c->kv)
-        for (uint32_t i = 0; i < in->n_attn_layers; i++) {
-            free(c->kv[i].k);
-            free(c->kv[i].v);
-        }
-    if (c->rec)
-        for (uint32_t i = 0; i < in->n_rec_layers; i++) {
-            free(c->rec[i].conv);
-            free(c->rec[i].ssm);
-        }
+    eng_backend *be = c->be;
+    if (be) {
+        if (c->kv)
+            for (uint32_t i = 0; i < in->n_attn_layers; i++) {
+                be->ops->release(be, c->kv[i].k);
+                be->ops->release(be, c->kv[i].v);
+            }
+        if (c->rec)
+            for (uint32_t i = 0; i < in->n_rec_layers; i++) {
+                be->ops->release(be, c->rec[i].conv);
+                be->ops->release(be, c->rec[i].ssm);
+            }
+        be->ops->release(be, c->buf_mem);
+        if (c->logits != c->logits_be) free(c->logits);
+        be->ops->release(be, c->logits_be);
+    }
     free(c->kv);
     free(c->rec);
     free(c->seq_len);
@@ -172,8 +229,6 @@ void eng_context_free(eng_context *c) {
     free(c->blk_writers);
     free(c->blk_free);
     free(c->slot);
-    free(c->buf_mem);
-    free(c->logits);
     free(c->want);
     if (c->be) c->be->ops->free(c->be);
     free(c);
@@ -219,7 +274,11 @@ uint64_t eng_kv_blocks_fitting(const eng_model_info *in, uint32_t n_ctx, uint32_
 dp_status eng_context_fit_budget(const eng_model *m, eng_context_params *p, uint64_t budget, dp_err *err) {
     const eng_model_info *in = &m->info;
     const bool automatic = budget == 0;
-    if (automatic) budget = dp_mem_available();
+    int gpu = -1;
+    uint64_t gpu_free = 0;
+    dp_status st = pick_device(m, p, false, &gpu, &gpu_free, err);
+    if (st) return st;
+    if (automatic) budget = gpu >= 0 ? (gpu_free > GPU_RESERVE ? gpu_free - GPU_RESERVE : 1) : dp_mem_available();
     const uint32_t bps = (p->n_ctx + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK;
     const uint64_t full = (uint64_t)bps * p->n_seq_max;
     const size_t bb = eng_kv_block_bytes(in, p->kv_type);
@@ -233,7 +292,7 @@ dp_status eng_context_fit_budget(const eng_model *m, eng_context_params *p, uint
         return dp_err_set(err, DP_ENOMEM,
                           "memory: %s %.2f GiB leaves room for %llu KV blocks after %.2f GiB of weights, state and "
                           "buffers; one sequence of %u tokens needs %u (%.2f GiB): lower the context or the sequences",
-                          automatic ? "the available" : "a budget of", (double)budget / (1 << 30),
+                          automatic ? (gpu >= 0 ? "the GPU's free" : "the available") : "a budget of", (double)budget / (1 << 30),
                           (unsigned long long)room, (double)fixed / (1 << 30), p->n_ctx, bps,
                           (double)bps * bb / (1 << 30));
     p->n_kv_blocks = room >= full ? 0 : (uint32_t)room;
@@ -275,9 +334,10 @@ static void blocks_take(eng_context *c, int32_t s, int32_t p0, int32_t p1) {
         c->blk_ref[b] = 1;
         if (old >= 0) {
             const size_t rows = (size_t)(p0 - bi * ENG_KV_BLOCK), bb = ENG_KV_BLOCK * c->kv_row_bytes;
+            eng_backend *be = c->be;
             for (uint32_t l = 0; l < in->n_attn_layers; l++) {
-                memcpy((char *)c->kv[l].k + b * bb, (const char *)c->kv[l].k + old * bb, rows * c->kv_row_bytes);
-                memcpy((char *)c->kv[l].v + b * bb, (const char *)c->kv[l].v + old * bb, rows * c->kv_row_bytes);
+                be->ops->copy(be, (char *)c->kv[l].k + b * bb, (const char *)c->kv[l].k + old * bb, rows * c->kv_row_bytes);
+                be->ops->copy(be, (char *)c->kv[l].v + b * bb, (const char *)c->kv[l].v + old * bb, rows * c->kv_row_bytes);
             }
             c->blk_ref[old]--;
         }
@@ -295,8 +355,8 @@ void eng_seq_clear(eng_context *c, int32_t seq) {
     const size_t conv_per_seq = (size_t)(in->ssm_conv_kernel ? in->ssm_conv_kernel - 1 : 0) * conv_ch;
     const size_t ssm_per_seq = Hv ? Hv * (inner / Hv) * in->ssm_d_state : 0;
     for (uint32_t i = 0; i < in->n_rec_layers; i++) {
-        memset(c->rec[i].conv + (size_t)seq * conv_per_seq, 0, conv_per_seq * 4);
-        memset(c->rec[i].ssm + (size_t)seq * ssm_per_seq, 0, ssm_per_seq * 4);
+        c->be->ops->fill0(c->be, c->rec[i].conv + (size_t)seq * conv_per_seq, conv_per_seq * 4);
+        c->be->ops->fill0(c->be, c->rec[i].ssm + (size_t)seq * ssm_per_seq, ssm_per_seq * 4);
     }
 }
 
@@ -313,10 +373,12 @@ void eng_seq_copy(eng_context *c, int32_t src, int32_t dst) {
     const size_t conv_ch = in->n_rec_layers ? 2 * (size_t)in->ssm_n_group * in->ssm_d_state + inner : 0;
     const size_t conv_per_seq = (size_t)(in->ssm_conv_kernel ? in->ssm_conv_kernel - 1 : 0) * conv_ch;
     const size_t ssm_per_seq = Hv ? Hv * (inner / Hv) * in->ssm_d_state : 0;
+    eng_backend *be = c->be;
     for (uint32_t i = 0; i < in->n_rec_layers; i++) {
-        memcpy(c->rec[i].conv + (size_t)dst * conv_per_seq, c->rec[i].conv + (size_t)src * conv_per_seq,
-               conv_per_seq * 4);
-        memcpy(c->rec[i].ssm + (size_t)dst * ssm_per_seq, c->rec[i].ssm + (size_t)src * ssm_per_seq, ssm_per_seq * 4);
+        be->ops->copy(be, c->rec[i].conv + (size_t)dst * conv_per_seq, c->rec[i].conv + (size_t)src * conv_per_seq,
+                      conv_per_seq * 4);
+        be->ops->copy(be, c->rec[i].ssm + (size_t)dst * ssm_per_seq, c->rec[i].ssm + (size_t)src * ssm_per_seq,
+                      ssm_per_seq * 4);
     }
     c->seq_len[dst] = c->seq_len[src];
 }
@@ -367,10 +429,19 @@ dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err) {
             c->slot[i] = c->n_blocks ? c->blk_table[(size_t)s * c->max_bps + p / ENG_KV_BLOCK] * ENG_KV_BLOCK + p % ENG_KV_BLOCK : 0;
         }
         eng_ubatch ub = {n, b->token + i0, b->pos + i0, b->seq + i0, c->want};
+        const eng_step step = {n, ub.token, ub.pos, ub.seq, c->slot, c->blk_table, c->n_seq, c->max_bps};
+        const int32_t first = c->n_logits;
+        c->be->ops->begin_step(c->be, &step);
         eng_forward(c, &ub);
+        if (c->logits != c->logits_be && c->n_logits > first) {
+            const size_t V = c->model->info.n_vocab;
+            c->be->ops->to_host(c->be, c->logits + (size_t)first * V, c->logits_be + (size_t)first * V,
+                                (size_t)(c->n_logits - first) * V * sizeof(float));
+        }
         for (int32_t i = 0; i < n; i++) c->seq_len[b->seq[i0 + i]] = b->pos[i0 + i] + 1;
     }
-    return DP_OK;
+    /* a backend error leaves the step half done: the caller must treat the context as lost */
+    return c->be->ops->sync(c->be, err);
 }
 
 dp_status eng_decode_sequence(eng_context *c, int32_t seq, const int32_t *tokens, int32_t n, int32_t pos0,

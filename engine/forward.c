@@ -3,25 +3,17 @@
  * for the qwen2, qwen3, llama and qwen35 architectures (model-spec.md section 4).
  *
  * DESIGN: reads top to bottom like llama2.c's forward(): shapes in comments, one backend call
- * per step, no allocation (every buffer lives in the context, sized for n_ubatch tokens). The
+ * per step, no allocation (every buffer lives in the context, sized for n_ubatch tokens), and
+ * no access to the buffers' contents: they are backend memory (a GPU's for CUDA). The
  * attention KV cache and the DeltaNet states live in the context too; this file only indexes
  * them. Layer kinds: attention (qwen2/qwen3/llama, and qwen35's gated attention) and Gated
  * DeltaNet (qwen35).
  */
 #include <math.h>
-#include <string.h>
 
 #include "backend.h"
 #include "context.h"
 #include "quant.h"
-
-/* x[t] = token_embd[token[t]] */
-static void embed(const eng_model *m, const int32_t *tok, int n, float *x) {
-    const eng_weight *e = &m->tok_embd;
-    for (int t = 0; t < n; t++)
-        eng_dequantize_row(e->type, (const uint8_t *)e->data + (size_t)tok[t] * e->row_bytes, x + (size_t)t * e->ne0,
-                           e->ne0);
-}
 
 static void attention_layer(eng_context *c, const eng_layer *L, const eng_ubatch *ub) {
     const eng_model *m = c->model;
@@ -35,24 +27,18 @@ static void attention_layer(eng_context *c, const eng_layer *L, const eng_ubatch
     be->ops->matmul(be, &L->wq, b->h, b->ld_e, T, b->qg, b->ld_qg);
     be->ops->matmul(be, &L->wk, b->h, b->ld_e, T, b->k, kvd);
     be->ops->matmul(be, &L->wv, b->h, b->ld_e, T, b->v, kvd);
-    if (L->bq)
-        for (int t = 0; t < T; t++) {
-            be->ops->add(be, b->qg + (size_t)t * b->ld_qg, L->bq, qd);
-            be->ops->add(be, b->k + (size_t)t * kvd, L->bk, kvd);
-            be->ops->add(be, b->v + (size_t)t * kvd, L->bv, kvd);
-        }
-    /* q [T][qd]: the query halves (qwen35 interleaves [q_h | gate_h] per head) */
-    float *q = b->q;
+    if (L->bq) {
+        be->ops->add_rows(be, b->qg, b->ld_qg, T, L->bq, qd);
+        be->ops->add_rows(be, b->k, kvd, T, L->bk, kvd);
+        be->ops->add_rows(be, b->v, kvd, T, L->bv, kvd);
+    }
+    /* q [T][qd]: qwen35 interleaves [q_h | gate_h] per head, so rows of hd at a stride of 2*hd
+     * (T*H of them) split into q and gate; otherwise qg already is q */
+    float *q = b->qg;
     if (m->q_gated) {
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < H; h++) {
-                memcpy(q + (size_t)t * qd + (size_t)h * hd, b->qg + (size_t)t * b->ld_qg + (size_t)h * 2 * hd,
-                       (size_t)hd * 4);
-                memcpy(b->gate + (size_t)t * qd + (size_t)h * hd,
-                       b->qg + (size_t)t * b->ld_qg + (size_t)h * 2 * hd + hd, (size_t)hd * 4);
-            }
-    } else {
-        for (int t = 0; t < T; t++) memcpy(q + (size_t)t * qd, b->qg + (size_t)t * b->ld_qg, (size_t)qd * 4);
+        q = b->q;
+        be->ops->copy2d(be, q, hd, b->qg, 2 * hd, T * H, hd);
+        be->ops->copy2d(be, b->gate, hd, b->qg + hd, 2 * hd, T * H, hd);
     }
     /* per-head q/k RMSNorm before RoPE (qwen3, qwen35) */
     if (L->q_norm) {
@@ -68,8 +54,7 @@ static void attention_layer(eng_context *c, const eng_layer *L, const eng_ubatch
     eng_attn_args a = {T, q, qd, b->att, qd, H, Hkv, hd, ub->pos, ub->seq, kvl->k, kvl->v, c->kv_type,
                        c->blk_table, c->max_bps, ENG_KV_BLOCK, 1.0f / sqrtf((float)hd)};
     be->ops->attention(be, &a);
-    if (m->q_gated) /* output gate: att *= sigmoid(gate) */
-        for (size_t i = 0; i < (size_t)T * qd; i++) b->att[i] *= 1.0f / (1.0f + expf(-b->gate[i]));
+    if (m->q_gated) be->ops->mul_sigmoid(be, b->att, b->gate, (int64_t)T * qd); /* output gate */
     /* y [T][E] = att @ Wo */
     be->ops->matmul(be, &L->wo, b->att, qd, T, b->y, b->ld_e);
 }
@@ -104,7 +89,7 @@ void eng_forward(eng_context *c, const eng_ubatch *ub) {
     eng_buffers *b = &c->buf;
     const int T = ub->n, E = (int)in->n_embd, F = (int)in->n_ff;
 
-    embed(m, ub->token, T, b->x); /* x [T][E] */
+    be->ops->get_rows(be, &m->tok_embd, ub->token, T, b->x); /* x [T][E] */
     for (uint32_t l = 0; l < in->n_layer; l++) {
         const eng_layer *L = &m->layers[l];
         /* x += mixer(RMSNorm(x; attn_norm)) */
@@ -120,16 +105,23 @@ void eng_forward(eng_context *c, const eng_ubatch *ub) {
         be->ops->matmul(be, &L->wd, b->ffn_g, F, T, b->y, E);
         be->ops->add(be, b->x, b->y, (int64_t)T * E);
     }
-    /* logits [n_out][V] = W_out RMSNorm(x; output_norm) for the rows that asked */
+    /* logits [n_out][V] = W_out RMSNorm(x; output_norm) for the rows that asked, gathered in
+     * runs of consecutive rows (a decode step wants them all: one run) */
     int n_out = 0;
-    for (int t = 0; t < T; t++) {
-        if (!ub->want[t]) continue;
-        memcpy(b->h + (size_t)n_out * E, b->x + (size_t)t * E, (size_t)E * 4);
-        n_out++;
+    for (int t = 0; t < T;) {
+        if (!ub->want[t]) {
+            t++;
+            continue;
+        }
+        int t1 = t;
+        while (t1 < T && ub->want[t1]) t1++;
+        be->ops->copy2d(be, b->h + (size_t)n_out * E, E, b->x + (size_t)t * E, E, t1 - t, E);
+        n_out += t1 - t;
+        t = t1;
     }
     if (!n_out) return;
     be->ops->rmsnorm(be, b->h, E, m->output_norm, b->h, E, n_out, E, in->rms_eps);
-    float *dst = c->logits + (size_t)c->n_logits * in->n_vocab;
+    float *dst = c->logits_be + (size_t)c->n_logits * in->n_vocab;
     be->ops->matmul(be, &m->output, b->h, E, n_out, dst, (int)in->n_vocab);
     c->n_logits += n_out;
 }

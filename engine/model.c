@@ -192,5 +192,53 @@ void eng_model_free(eng_model *m) {
     free(m);
 }
 
+static void each_weight(const eng_weight *w, eng_tensor_fn fn, void *ud) {
+    if (w->data) fn(ud, w->data, (size_t)w->ne1 * w->row_bytes);
+}
+
+static void each_vec(const float *v, int64_t n, eng_tensor_fn fn, void *ud) {
+    if (v) fn(ud, v, (size_t)n * sizeof(float));
+}
+
+void eng_model_for_each_tensor(const eng_model *m, eng_tensor_fn fn, void *ud) {
+    const eng_model_info *in = &m->info;
+    const int64_t E = in->n_embd, hd = in->head_dim_k, H = in->n_head, Hkv = in->n_head_kv;
+    each_weight(&m->tok_embd, fn, ud);
+    if (m->output.data != m->tok_embd.data) each_weight(&m->output, fn, ud);
+    each_vec(m->output_norm, E, fn, ud);
+    each_vec(m->rope_freqs, in->n_rot / 2, fn, ud);
+    for (uint32_t i = 0; i < in->n_layer; i++) {
+        const eng_layer *L = &m->layers[i];
+        each_vec(L->attn_norm, E, fn, ud);
+        each_vec(L->ffn_norm, E, fn, ud);
+        if (L->kind == ENG_LAYER_ATTN) {
+            each_weight(&L->wq, fn, ud);
+            each_weight(&L->wk, fn, ud);
+            each_weight(&L->wv, fn, ud);
+            each_weight(&L->wo, fn, ud);
+            each_vec(L->bq, H * hd, fn, ud);
+            each_vec(L->bk, Hkv * hd, fn, ud);
+            each_vec(L->bv, Hkv * (int64_t)in->head_dim_v, fn, ud);
+            each_vec(L->q_norm, hd, fn, ud);
+            each_vec(L->k_norm, hd, fn, ud);
+        } else {
+            const int64_t dk = in->ssm_d_state, Hk = in->ssm_n_group, Hv = in->ssm_dt_rank;
+            const int64_t inner = in->ssm_d_inner, conv_ch = 2 * Hk * dk + inner;
+            each_weight(&L->wqkv, fn, ud);
+            each_weight(&L->wgate, fn, ud);
+            each_weight(&L->wbeta, fn, ud);
+            each_weight(&L->walpha, fn, ud);
+            each_weight(&L->wssm_out, fn, ud);
+            each_vec(L->conv1d, in->ssm_conv_kernel * conv_ch, fn, ud);
+            each_vec(L->dt_bias, Hv, fn, ud);
+            each_vec(L->ssm_a, Hv, fn, ud);
+            each_vec(L->ssm_norm, inner / Hv, fn, ud);
+        }
+        each_weight(&L->wg, fn, ud);
+        each_weight(&L->wu, fn, ud);
+        each_weight(&L->wd, fn, ud);
+    }
+}
+
 const eng_model_info *eng_model_get_info(const eng_model *m) { return &m->info; }
 const eng_tokenizer *eng_model_get_tokenizer(const eng_model *m) { return m->tok; }

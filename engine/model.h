@@ -64,4 +64,10 @@ struct eng_model {
     char template_kind;        /* chat template family, see chat.h */
 };
 
+/* Calls fn once for every tensor the forward pass reads (weights and f32 vectors: host
+ * pointer and bytes), each pointer once even when tensors are tied. A device backend uploads
+ * them with this. */
+typedef void (*eng_tensor_fn)(void *ud, const void *p, size_t bytes);
+void eng_model_for_each_tensor(const struct eng_model *m, eng_tensor_fn fn, void *ud);
+
 #endif /* ENG_MODEL_H */

@@ -423,6 +423,62 @@ static void cpu_add(eng_backend *be, float *x, const float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] += y[i];
 }
 
+/* ---- memory and the small ops forward.c needs around the kernels -------------------------- */
+
+static void *cpu_alloc(eng_backend *be, size_t bytes) {
+    (void)be;
+    return calloc(1, bytes ? bytes : 1);
+}
+
+static void cpu_release(eng_backend *be, void *p) {
+    (void)be;
+    free(p);
+}
+
+static void cpu_copy(eng_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes) memmove(dst, src, bytes);
+}
+
+static void cpu_fill0(eng_backend *be, void *dst, size_t bytes) {
+    (void)be;
+    if (bytes) memset(dst, 0, bytes);
+}
+
+static dp_status cpu_sync(eng_backend *be, dp_err *err) {
+    (void)be;
+    (void)err;
+    return DP_OK;
+}
+
+static void cpu_begin_step(eng_backend *be, const eng_step *s) {
+    (void)be;
+    (void)s;
+}
+
+static void cpu_get_rows(eng_backend *be, const eng_weight *w, const int32_t *tok, int n, float *x) {
+    (void)be;
+    for (int t = 0; t < n; t++)
+        eng_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)tok[t] * w->row_bytes, x + (size_t)t * w->ne0,
+                           w->ne0);
+}
+
+static void cpu_copy2d(eng_backend *be, float *dst, int ldd, const float *src, int lds, int n_rows, int cols) {
+    (void)be;
+    for (int r = 0; r < n_rows; r++) memmove(dst + (size_t)r * ldd, src + (size_t)r * lds, (size_t)cols * sizeof(float));
+}
+
+static void cpu_add_rows(eng_backend *be, float *x, int ld, int n_rows, const float *b, int n) {
+    (void)be;
+    for (int r = 0; r < n_rows; r++)
+        for (int i = 0; i < n; i++) x[(size_t)r * ld + i] += b[i];
+}
+
+static void cpu_mul_sigmoid(eng_backend *be, float *x, const float *g, int64_t n) {
+    (void)be;
+    for (int64_t i = 0; i < n; i++) x[i] *= 1.0f / (1.0f + expf(-g[i]));
+}
+
 static void cpu_free(eng_backend *be) {
     if (!be) return;
     cpu_be *c = be->impl;
@@ -439,6 +495,19 @@ static void cpu_free(eng_backend *be) {
 
 static const eng_backend_ops cpu_ops = {
     /* .name      = */ "cpu",
+    /* .host_memory = */ true,
+    /* .alloc     = */ cpu_alloc,
+    /* .release   = */ cpu_release,
+    /* .copy      = */ cpu_copy,
+    /* .fill0     = */ cpu_fill0,
+    /* .to_host   = */ cpu_copy,
+    /* .from_host = */ cpu_copy,
+    /* .sync      = */ cpu_sync,
+    /* .begin_step = */ cpu_begin_step,
+    /* .get_rows  = */ cpu_get_rows,
+    /* .copy2d    = */ cpu_copy2d,
+    /* .add_rows  = */ cpu_add_rows,
+    /* .mul_sigmoid = */ cpu_mul_sigmoid,
     /* .matmul    = */ cpu_matmul,
     /* .rmsnorm   = */ cpu_rmsnorm,
     /* .rope      = */ cpu_rope,
