@@ -1,9 +1,9 @@
 /*
  * gpu.h - the CUDA backend's C interface (plain C; C++ stays inside the .cu files).
  *
- * This first part covers device discovery and weight dequantization on the device, the
- * pieces the rest of the backend (matrix kernels, attention, DeltaNet) builds on. Every
- * function returns a dp_status; failures carry the CUDA call site and error string.
+ * Device discovery, and host-to-host entry points into single kernels for the parity tests
+ * (the engine reaches the backend through engine/backend.h instead). Every function returns a
+ * dp_status; failures carry the CUDA call site and error string.
  */
 #ifndef GPU_GPU_H
 #define GPU_GPU_H
@@ -34,6 +34,12 @@ dp_status gpu_device_get_info(int index, gpu_device_info *info, dp_err *err);
  * tests; the engine keeps weights resident instead. DP_EUNSUPPORTED for other types. */
 dp_status gpu_dequantize_host(int index, int type, const void *src, size_t src_bytes, float *dst, int64_t n,
                               dp_err *err);
+
+/* y[t][n] = sum_k W[n][k] x[t][k] through the backend's matmul (the matrix-vector kernel up to
+ * 8 tokens, the f16 tensor-core GEMM beyond): W is N rows of K elements of `type` in host
+ * memory, x [n_tok][K], y [n_tok][N]. */
+dp_status gpu_matmul_host(int index, int type, const void *w, int N, int K, const float *x, int n_tok, float *y,
+                          dp_err *err);
 
 #ifdef __cplusplus
 }

@@ -128,13 +128,15 @@ dp_status eng_backend_cpu_new(int n_threads, bool exact, eng_backend **out, dp_e
 /* The CUDA backend on device `index`: uploads every weight of m once (DP_ENOMEM naming the
  * bytes when the device cannot hold them). Activations per step: up to n_ubatch tokens, n_seq
  * sequences of blk_stride table entries. deltanet is NULL: qwen35 stays on the CPU for now. */
-dp_status eng_backend_cuda_new(const eng_model *m, int index, int n_ubatch, int n_seq, int blk_stride,
+dp_status eng_backend_cuda_new(const struct eng_model *m, int index, int n_ubatch, int n_seq, int blk_stride,
                                eng_backend **out, dp_err *err);
+/* "cuda (NVIDIA H200, sm_90)" */
+const char *eng_backend_cuda_name(const eng_backend *be);
 /* Usable CUDA devices (0 without a driver or GPU), and device 0's free memory and name. */
 void eng_cuda_probe(int *n_devices, size_t *free_bytes, char *name, size_t name_len);
 /* Why m cannot run on the CUDA backend (NULL when it can): an architecture or weight type it
  * has no kernels for. */
-const char *eng_backend_cuda_refuses(const eng_model *m);
+const char *eng_backend_cuda_refuses(const struct eng_model *m);
 #endif
 
 #endif /* ENG_BACKEND_H */

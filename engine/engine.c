@@ -101,7 +101,7 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
     if (gpu >= 0) {
         st = eng_backend_cuda_new(m, gpu, (int)p.n_ubatch, c->n_seq, c->max_bps, &c->be, err);
         if (st) goto fail;
-        snprintf(c->be_name, sizeof(c->be_name), "%s", c->be->ops->name);
+        snprintf(c->be_name, sizeof(c->be_name), "%s", eng_backend_cuda_name(c->be));
     }
 #endif
     if (!c->be) {

@@ -1,0 +1,54 @@
+// kernels.cuh - launchers of the CUDA backend's kernels (device pointers, one stream each).
+//
+// Each launcher only enqueues work; backend_cuda.cu checks cudaGetLastError after it and
+// latches the first failure for the next sync.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+// ops.cu: the small float ops
+void gk_get_rows(int type, const uint8_t *w, size_t row_bytes, int K, const int32_t *tok, int n, float *x,
+                 cudaStream_t st);
+void gk_rmsnorm(const float *x, int ldx, const float *w, float *y, int ldy, int n_rows, int n, float eps,
+                cudaStream_t st);
+void gk_rope(float *x, int ld, int n_tok, int n_head, int hd, int n_rot, const int32_t *pos, float base, bool neox,
+             const float *freq_div, cudaStream_t st);
+void gk_swiglu(const float *g, const float *u, float *out, int64_t n, cudaStream_t st);
+void gk_add(float *x, const float *y, int64_t n, cudaStream_t st);
+void gk_add_rows(float *x, int ld, int n_rows, const float *b, int n, cudaStream_t st);
+void gk_mul_sigmoid(float *x, const float *g, int64_t n, cudaStream_t st);
+
+// attention.cu: the paged KV cache
+void gk_kv_store(void *kc, void *vc, bool f16, int kv_dim, const float *k, const float *v, int ld, int n_tok,
+                 const int32_t *slot, cudaStream_t st);
+typedef struct gk_attn {
+    int n_tok;
+    const float *q; int ldq;
+    float *out; int ldo;
+    int n_head, n_head_kv, hd;
+    const int32_t *pos, *seq;
+    const void *k, *v;
+    bool f16;
+    const int32_t *blk_table;
+    int blk_stride, blk_size;
+    float scale;
+} gk_attn;
+// Limits of gk_attention: a head size up to GK_ATTN_MAX_HD, at most GK_ATTN_MAX_G query heads
+// per KV head.
+#define GK_ATTN_MAX_HD 256
+#define GK_ATTN_MAX_G 8
+void gk_attention(const gk_attn *a, cudaStream_t st);
+
+// matmul.cu: y[t][n] = sum_k W[n][k] x[t][k]
+// Up to GK_MATVEC_MAX_TOK tokens: every weight row decoded once in registers for all tokens.
+#define GK_MATVEC_MAX_TOK 8
+void gk_matvec(int type, const uint8_t *w, size_t row_bytes, int N, int K, const float *x, int ldx, int n_tok,
+               float *y, int ldy, cudaStream_t st);
+// Rows [r0, r0 + rows) of W as f16, [rows][K] contiguous.
+void gk_weight_f16(int type, const uint8_t *w, size_t row_bytes, int64_t r0, int rows, int K, __half *dst,
+                   cudaStream_t st);
+// x [n_tok][K] (ldx) to f16 [n_tok][K] contiguous.
+void gk_act_f16(const float *x, int ldx, int n_tok, int K, __half *dst, cudaStream_t st);

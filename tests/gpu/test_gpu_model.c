@@ -1,0 +1,218 @@
+/*
+ * test_gpu_model.c - whole models on the CUDA backend against the CPU backend's exact path
+ * (f32 math on dequantized weights):
+ *  - the dense fixture models (qwen2, qwen3; llama.cpp's files), a prompt (the GEMM path)
+ *    then greedy steps (the matrix-vector path), logits compared at every step;
+ *  - a generated qwen3 model quantized to Q4_K_M, four sequences stepping together past a KV
+ *    block boundary, two of them continuing from a shared prefix (blocks copied on write);
+ *  - device selection: auto picks the GPU for qwen3 and the CPU for qwen35 (no DeltaNet
+ *    kernels yet), cuda refuses qwen35; a context far larger than the GPU fails with
+ *    DP_ENOMEM and a budget fitted from the GPU's free memory succeeds.
+ * Skips without a CUDA device (and the fixture part without ../shared/fixtures).
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "gpu.h"
+
+static int g_dev = -1;
+
+static int setup(void **state) {
+    (void)state;
+    int n = 0;
+    dp_err err = {0};
+    if (gpu_device_count(&n, &err) == DP_OK && n > 0) g_dev = 0;
+    return 0;
+}
+
+#define SKIP_WITHOUT_GPU()                                                                                             \
+    do {                                                                                                               \
+        if (g_dev < 0) {                                                                                               \
+            print_message("[  SKIPPED ] no CUDA device on this machine\n");                                            \
+            skip();                                                                                                    \
+        }                                                                                                              \
+    } while (0)
+
+static eng_context *context(eng_model *m, eng_device dev, bool exact, uint32_t n_ctx, uint32_t n_seq) {
+    eng_context_params cp = eng_context_default_params();
+    cp.device = dev;
+    cp.exact = exact;
+    cp.n_ctx = n_ctx;
+    cp.n_seq_max = n_seq;
+    cp.n_threads = 2;
+    eng_context *c = NULL;
+    dp_err err = {0};
+    if (eng_context_new(m, &cp, &c, &err)) fail_msg("context (%s): %s", dev == ENG_DEVICE_CUDA ? "cuda" : "cpu", err.msg);
+    return c;
+}
+
+/* Largest |gpu - cpu| over the logits rows of the last decode; fails past tol, or when the
+ * argmax differs where the CPU's top two are more than 10*tol apart. */
+static double compare_logits(eng_context *g, eng_context *c, int32_t V, double tol, const char *what) {
+    assert_int_equal(eng_n_logits(g), eng_n_logits(c));
+    double worst = 0;
+    for (int32_t j = 0; j < eng_n_logits(c); j++) {
+        const float *lg = eng_get_logits(g, j), *lc = eng_get_logits(c, j);
+        float top = -INFINITY, second = -INFINITY;
+        for (int32_t v = 0; v < V; v++) {
+            const double d = fabs((double)lg[v] - lc[v]);
+            if (d > worst) worst = d;
+            if (lc[v] > top) second = top, top = lc[v];
+            else if (lc[v] > second) second = lc[v];
+        }
+        if (worst > tol) fail_msg("%s, row %d: logits differ by %.4g (bound %.3g)", what, j, worst, tol);
+        if (top - second > 10 * tol && eng_argmax(lg, V) != eng_argmax(lc, V))
+            fail_msg("%s, row %d: argmax %d on the GPU, %d on the CPU", what, j, eng_argmax(lg, V), eng_argmax(lc, V));
+    }
+    return worst;
+}
+
+static void decode_both(eng_context *g, eng_context *c, const eng_batch *b) {
+    dp_err err = {0};
+    if (eng_decode(g, b, &err)) fail_msg("gpu decode: %s", err.msg);
+    if (eng_decode(c, b, &err)) fail_msg("cpu decode: %s", err.msg);
+}
+
+static void run_dense_fixture(const char *name) {
+    char path[256];
+    snprintf(path, sizeof(path), "models/%s.gguf", name);
+    const char *full = tu_fixture(path);
+    eng_model *m;
+    dp_err err = {0};
+    if (eng_model_load(full, &m, &err)) fail_msg("%s: %s", name, err.msg);
+    const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
+    eng_context *g = context(m, ENG_DEVICE_CUDA, false, 512, 1), *c = context(m, ENG_DEVICE_CPU, true, 512, 1);
+    print_message("  %s on %s\n", name, eng_context_backend_name(g));
+    int32_t tok[40], pos[40], seq[40];
+    for (int i = 0; i < 40; i++) tok[i] = (i * 131 + 7) % V, pos[i] = i, seq[i] = 0;
+    eng_batch b = {40, tok, pos, seq, NULL};
+    decode_both(g, c, &b);
+    double worst = compare_logits(g, c, V, 5e-2, name);
+    for (int step = 0; step < 12; step++) {
+        int32_t t = eng_argmax(eng_get_logits(c, 0), V), p = 40 + step, s = 0;
+        eng_batch one = {1, &t, &p, &s, NULL};
+        decode_both(g, c, &one);
+        const double w = compare_logits(g, c, V, 5e-2, name);
+        if (w > worst) worst = w;
+    }
+    print_message("  %s: worst |logit delta| %.3g over the prompt and 12 steps\n", name, worst);
+    eng_context_free(g);
+    eng_context_free(c);
+    eng_model_free(m);
+}
+
+static void test_gpu_dense_fixtures_match_cpu(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    TU_NEED_FIXTURES();
+    run_dense_fixture("qwen2-tiny-f16");
+    run_dense_fixture("qwen3-tiny-f16");
+}
+
+static const char *quantized_qwen3(void) {
+    static char out[512];
+    if (out[0]) return out;
+    eng_test_model_params p;
+    eng_test_model_defaults(&p, ENG_ARCH_QWEN3);
+    p.n_embd = 256, p.n_ff = 512, p.n_head = 8, p.n_head_kv = 2, p.head_dim = 64;
+    dp_err err = {0};
+    const char *f16 = tu_tmp("gpu-qwen3-f16.gguf");
+    if (eng_test_model_write(&p, f16, 2, &err)) fail_msg("%s", err.msg);
+    snprintf(out, sizeof(out), "%s", tu_tmp("gpu-qwen3-q4_k_m.gguf"));
+    if (eng_quantize_file(f16, out, ENG_FTYPE_Q4_K_M, 2, NULL, NULL, &err)) fail_msg("%s", err.msg);
+    return out;
+}
+
+static void test_gpu_paged_batched_decode_matches_cpu(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    eng_model *m;
+    dp_err err = {0};
+    if (eng_model_load(quantized_qwen3(), &m, &err)) fail_msg("%s", err.msg);
+    const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
+    eng_context *g = context(m, ENG_DEVICE_CUDA, false, 1024, 4), *c = context(m, ENG_DEVICE_CPU, true, 1024, 4);
+    /* sequences 0 and 1: their own prompts of 250 and 300 tokens (the GEMM path; 300 spans a
+     * block boundary); sequence 2: a prompt of 250 shared by copy with sequence 3 */
+    enum { P = 300 };
+    int32_t tok[P], pos[P], seq[P];
+    const int lens[3] = {250, 300, 250};
+    for (int s = 0; s < 3; s++) {
+        for (int i = 0; i < lens[s]; i++) tok[i] = (i * 97 + 13 * s + 1) % V, pos[i] = i, seq[i] = s;
+        eng_batch b = {lens[s], tok, pos, seq, NULL};
+        decode_both(g, c, &b);
+        compare_logits(g, c, V, 5e-2, "prompt");
+    }
+    eng_seq_copy(g, 2, 3);
+    eng_seq_copy(c, 2, 3);
+    /* 20 steps of all four together (the matrix-vector path), every row's logits wanted; the
+     * copies write past position 255 into blocks they first share */
+    int32_t cur[4] = {3, 5, 7, 11}, len[4] = {250, 300, 250, 250};
+    int8_t want[4] = {1, 1, 1, 1};
+    double worst = 0;
+    for (int step = 0; step < 20; step++) {
+        int32_t p4[4], s4[4] = {0, 1, 2, 3};
+        for (int s = 0; s < 4; s++) p4[s] = len[s]++;
+        eng_batch b = {4, cur, p4, s4, want};
+        decode_both(g, c, &b);
+        const double w = compare_logits(g, c, V, 5e-2, "batched step");
+        if (w > worst) worst = w;
+        for (int s = 0; s < 4; s++) cur[s] = eng_argmax(eng_get_logits(c, s), V);
+    }
+    print_message("  Q4_K_M qwen3, 4 sequences x 20 steps: worst |logit delta| %.3g\n", worst);
+    eng_context_free(g);
+    eng_context_free(c);
+    eng_model_free(m);
+}
+
+static void test_gpu_device_selection_and_memory(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    eng_model *m;
+    dp_err err = {0};
+    if (eng_model_load(quantized_qwen3(), &m, &err)) fail_msg("%s", err.msg);
+    eng_context *c = context(m, ENG_DEVICE_AUTO, false, 256, 1);
+    if (strncmp(eng_context_backend_name(c), "cuda", 4))
+        fail_msg("auto chose '%s' with a GPU present", eng_context_backend_name(c));
+    eng_context_free(c);
+    /* far more KV cache than any GPU holds: a clean DP_ENOMEM, not a crash */
+    eng_context_params cp = eng_context_default_params();
+    cp.device = ENG_DEVICE_CUDA;
+    cp.n_ctx = 1u << 20;
+    cp.n_seq_max = 4096;
+    assert_int_equal(eng_context_new(m, &cp, &c, &err), DP_ENOMEM);
+    print_message("  too large: %s\n", err.msg);
+    /* the same request fitted to the GPU's free memory gets a pool that fits */
+    cp.n_ctx = 131072;
+    cp.n_seq_max = 4096;
+    cp.n_ubatch = 512;
+    assert_int_equal(eng_context_fit_budget(m, &cp, 0, &err), DP_OK);
+    assert_true(cp.n_kv_blocks > 0);
+    if (eng_context_new(m, &cp, &c, &err)) fail_msg("fitted context: %s", err.msg);
+    print_message("  fitted: %d KV blocks\n", eng_kv_blocks_total(c));
+    eng_context_free(c);
+    eng_model_free(m);
+    if (!tu_fixture("README.md")) return;
+    if (eng_model_load(tu_fixture("models/qwen35-tiny-f16.gguf"), &m, &err)) fail_msg("%s", err.msg);
+    c = context(m, ENG_DEVICE_AUTO, false, 256, 1);
+    if (strncmp(eng_context_backend_name(c), "cpu", 3))
+        fail_msg("auto chose '%s' for qwen35, which has no CUDA kernels yet", eng_context_backend_name(c));
+    eng_context_free(c);
+    cp = eng_context_default_params();
+    cp.device = ENG_DEVICE_CUDA;
+    assert_int_equal(eng_context_new(m, &cp, &c, &err), DP_EUNSUPPORTED);
+    eng_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gpu_dense_fixtures_match_cpu),
+        cmocka_unit_test(test_gpu_paged_batched_decode_matches_cpu),
+        cmocka_unit_test(test_gpu_device_selection_and_memory),
+    };
+    return cmocka_run_group_tests_name("gpu_model", tests, setup, NULL);
+}
