@@ -41,8 +41,8 @@ void gk_kv_store(void *kc, void *vc, bool f16, int kv_dim, const float *k, const
     const int64_t n = (int64_t)n_tok * kv_dim;
     if (n <= 0) return;
     const unsigned grid = (unsigned)((n + 255) / 256);
-    if (f16) k_kv_store<__half><<<grid, 256, 0, st>>>((__half *)kc, (__half *)vc, kv_dim, k, v, ld, n_tok, slot);
-    else k_kv_store<float><<<grid, 256, 0, st>>>((float *)kc, (float *)vc, kv_dim, k, v, ld, n_tok, slot);
+    if (f16) GK_LAUNCH(k_kv_store<__half>, grid, 256, st, (__half *)kc, (__half *)vc, kv_dim, k, v, ld, n_tok, slot);
+    else GK_LAUNCH(k_kv_store<float>, grid, 256, st, (float *)kc, (float *)vc, kv_dim, k, v, ld, n_tok, slot);
 }
 
 template <typename KT> __global__ void __launch_bounds__(ATT_WARPS * 32) k_attention(gk_attn a) {
@@ -123,6 +123,6 @@ template <typename KT> __global__ void __launch_bounds__(ATT_WARPS * 32) k_atten
 void gk_attention(const gk_attn *a, cudaStream_t st) {
     if (a->n_tok <= 0) return;
     const dim3 grid((unsigned)a->n_tok, (unsigned)a->n_head_kv);
-    if (a->f16) k_attention<__half><<<grid, ATT_WARPS * 32, 0, st>>>(*a);
-    else k_attention<float><<<grid, ATT_WARPS * 32, 0, st>>>(*a);
+    if (a->f16) GK_LAUNCH(k_attention<__half>, grid, ATT_WARPS * 32, st, *a);
+    else GK_LAUNCH(k_attention<float>, grid, ATT_WARPS * 32, st, *a);
 }

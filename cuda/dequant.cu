@@ -6,6 +6,7 @@
 #include "deq.cuh"
 #include "dequant.cuh"
 #include "gpu.h"
+#include "kernels.cuh"
 
 template <int TYPE> __global__ void k_dequant(const uint8_t *src, float *dst, int64_t n_chunks) {
     const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -24,7 +25,7 @@ dp_status gpu_dequantize(int type, const void *src, float *dst, int64_t n, cudaS
     if (n % 32) return dp_err_set(err, DP_EINVAL, "gpu_dequantize: %lld elements is not a whole number of chunks",
                                   (long long)n);
     if (!chunks) return DP_OK;
-#define LAUNCH(T) k_dequant<T><<<grid, bs, 0, st>>>((const uint8_t *)src, dst, chunks)
+#define LAUNCH(T) GK_LAUNCH(k_dequant<T>, grid, bs, st, (const uint8_t *)src, dst, chunks)
     DEQ_DISPATCH(type, LAUNCH,
                  return dp_err_set(err, DP_EUNSUPPORTED, "gpu_dequantize: type %s is not supported on the GPU",
                                    eng_type_name(type)))

@@ -1,8 +1,16 @@
-# DP_CUDA=AUTO|ON|OFF: decide whether cuda/ is built. AUTO builds it when nvcc is found.
+# DP_CUDA=AUTO|ON|OFF|EMU: decide whether cuda/ is built. AUTO builds it when nvcc is found.
+# EMU builds the same sources as C++ against the CPU emulator in cuda/emu (tests only: it
+# runs the CUDA backend's kernels and host code, slowly, where there is no GPU).
 # Default architectures cover RTX 30 (86), RTX 40 (89) and H100/H200 (90); not "native",
 # because build machines have no GPU. Override with -DCMAKE_CUDA_ARCHITECTURES=...
 set(DP_HAVE_CUDA OFF)
-if(NOT DP_CUDA STREQUAL "OFF")
+set(DP_CUDA_EMU OFF)
+if(DP_CUDA STREQUAL "EMU")
+    enable_language(CXX)
+    set(DP_HAVE_CUDA ON)
+    set(DP_CUDA_EMU ON)
+    message(STATUS "docpipe: CUDA backend ON, on the CPU emulator (DP_CUDA=EMU; for tests, not for use)")
+elseif(NOT DP_CUDA STREQUAL "OFF")
     include(CheckLanguage)
     if(NOT CMAKE_CUDA_COMPILER)
         find_program(DP_NVCC nvcc PATHS /usr/local/cuda/bin NO_CACHE)

@@ -9,6 +9,16 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+// Kernel launches go through GK_LAUNCH so that the same sources also build against the CPU
+// emulator of cuda/emu (DP_CUDA=EMU), which runs a kernel's threads as cooperative fibers.
+// A template argument list with a comma is written with GK_COMMA.
+#define GK_COMMA ,
+#ifdef DP_CUDA_EMU
+#define GK_LAUNCH(kern, grid, block, st, ...) emu_launch(dim3(grid), dim3(block), st, [=]() { kern(__VA_ARGS__); })
+#else
+#define GK_LAUNCH(kern, grid, block, st, ...) kern<<<grid, block, 0, st>>>(__VA_ARGS__)
+#endif
+
 // ops.cu: the small float ops
 void gk_get_rows(int type, const uint8_t *w, size_t row_bytes, int K, const int32_t *tok, int n, float *x,
                  cudaStream_t st);

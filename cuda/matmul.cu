@@ -49,14 +49,14 @@ static void matvec_t(const uint8_t *w, size_t row_bytes, int N, int K, const flo
     const unsigned grid = (unsigned)((N + MV_WARPS - 1) / MV_WARPS);
     const int bs = MV_WARPS * 32;
     switch (n_tok) {
-    case 1: k_matvec<TYPE, 1><<<grid, bs, 0, st>>>(w, row_bytes, N, K, x, ldx, y, ldy); break;
-    case 2: k_matvec<TYPE, 2><<<grid, bs, 0, st>>>(w, row_bytes, N, K, x, ldx, y, ldy); break;
-    case 3: k_matvec<TYPE, 3><<<grid, bs, 0, st>>>(w, row_bytes, N, K, x, ldx, y, ldy); break;
-    case 4: k_matvec<TYPE, 4><<<grid, bs, 0, st>>>(w, row_bytes, N, K, x, ldx, y, ldy); break;
-    case 5: k_matvec<TYPE, 5><<<grid, bs, 0, st>>>(w, row_bytes, N, K, x, ldx, y, ldy); break;
-    case 6: k_matvec<TYPE, 6><<<grid, bs, 0, st>>>(w, row_bytes, N, K, x, ldx, y, ldy); break;
-    case 7: k_matvec<TYPE, 7><<<grid, bs, 0, st>>>(w, row_bytes, N, K, x, ldx, y, ldy); break;
-    default: k_matvec<TYPE, 8><<<grid, bs, 0, st>>>(w, row_bytes, N, K, x, ldx, y, ldy); break;
+    case 1: GK_LAUNCH(k_matvec<TYPE GK_COMMA 1>, grid, bs, st, w, row_bytes, N, K, x, ldx, y, ldy); break;
+    case 2: GK_LAUNCH(k_matvec<TYPE GK_COMMA 2>, grid, bs, st, w, row_bytes, N, K, x, ldx, y, ldy); break;
+    case 3: GK_LAUNCH(k_matvec<TYPE GK_COMMA 3>, grid, bs, st, w, row_bytes, N, K, x, ldx, y, ldy); break;
+    case 4: GK_LAUNCH(k_matvec<TYPE GK_COMMA 4>, grid, bs, st, w, row_bytes, N, K, x, ldx, y, ldy); break;
+    case 5: GK_LAUNCH(k_matvec<TYPE GK_COMMA 5>, grid, bs, st, w, row_bytes, N, K, x, ldx, y, ldy); break;
+    case 6: GK_LAUNCH(k_matvec<TYPE GK_COMMA 6>, grid, bs, st, w, row_bytes, N, K, x, ldx, y, ldy); break;
+    case 7: GK_LAUNCH(k_matvec<TYPE GK_COMMA 7>, grid, bs, st, w, row_bytes, N, K, x, ldx, y, ldy); break;
+    default: GK_LAUNCH(k_matvec<TYPE GK_COMMA 8>, grid, bs, st, w, row_bytes, N, K, x, ldx, y, ldy); break;
     }
 }
 
@@ -86,7 +86,7 @@ void gk_weight_f16(int type, const uint8_t *w, size_t row_bytes, int64_t r0, int
     const int64_t n = (int64_t)rows * (K / 32);
     if (n <= 0) return;
     const unsigned grid = (unsigned)((n + 127) / 128);
-#define LAUNCH(T) k_weight_f16<T><<<grid, 128, 0, st>>>(w, row_bytes, r0, rows, K, dst)
+#define LAUNCH(T) GK_LAUNCH(k_weight_f16<T>, grid, 128, st, w, row_bytes, r0, rows, K, dst)
     DEQ_DISPATCH(type, LAUNCH, break)
 #undef LAUNCH
 }
@@ -99,5 +99,5 @@ __global__ void k_act_f16(const float *x, int ldx, int n_tok, int K, __half *dst
 
 void gk_act_f16(const float *x, int ldx, int n_tok, int K, __half *dst, cudaStream_t st) {
     const int64_t n = (int64_t)n_tok * K;
-    if (n > 0) k_act_f16<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(x, ldx, n_tok, K, dst);
+    if (n > 0) GK_LAUNCH(k_act_f16, (unsigned)((n + 255) / 256), 256, st, x, ldx, n_tok, K, dst);
 }

@@ -27,7 +27,7 @@ void gk_get_rows(int type, const uint8_t *w, size_t row_bytes, int K, const int3
                  cudaStream_t st) {
     if (n <= 0) return;
     const dim3 grid(blocks_for(K / 32, 64), (unsigned)(n < 65535 ? n : 65535));
-#define LAUNCH(T) k_get_rows<T><<<grid, 64, 0, st>>>(w, row_bytes, K, tok, n, x)
+#define LAUNCH(T) GK_LAUNCH(k_get_rows<T>, grid, 64, st, w, row_bytes, K, tok, n, x)
     DEQ_DISPATCH(type, LAUNCH, break)
 #undef LAUNCH
 }
@@ -57,7 +57,7 @@ void gk_rmsnorm(const float *x, int ldx, const float *w, float *y, int ldy, int 
                 cudaStream_t st) {
     if (n_rows <= 0) return;
     const int bs = n >= 1024 ? 256 : n >= 256 ? 128 : 32;
-    k_rmsnorm<<<(unsigned)n_rows, bs, 0, st>>>(x, ldx, w, y, ldy, n, eps);
+    GK_LAUNCH(k_rmsnorm, (unsigned)n_rows, bs, st, x, ldx, w, y, ldy, n, eps);
 }
 
 // One thread per (token, head, rotated pair). theta_i = pos * theta_scale^i by repeated
@@ -84,7 +84,7 @@ void gk_rope(float *x, int ld, int n_tok, int n_head, int hd, int n_rot, const i
     const int64_t n = (int64_t)n_tok * n_head * (n_rot / 2);
     if (n <= 0) return;
     const float theta_scale = powf(base, -2.0f / (float)n_rot); // host powf, as the CPU backend
-    k_rope<<<blocks_for(n, 256), 256, 0, st>>>(x, ld, n_tok, n_head, hd, n_rot, pos, theta_scale, neox, freq_div);
+    GK_LAUNCH(k_rope, blocks_for(n, 256), 256, st, x, ld, n_tok, n_head, hd, n_rot, pos, theta_scale, neox, freq_div);
 }
 
 __global__ void k_swiglu(const float *g, const float *u, float *out, int64_t n) {
@@ -111,14 +111,14 @@ __global__ void k_mul_sigmoid(float *x, const float *g, int64_t n) {
 }
 
 void gk_swiglu(const float *g, const float *u, float *out, int64_t n, cudaStream_t st) {
-    if (n > 0) k_swiglu<<<blocks_for(n, 256), 256, 0, st>>>(g, u, out, n);
+    if (n > 0) GK_LAUNCH(k_swiglu, blocks_for(n, 256), 256, st, g, u, out, n);
 }
 void gk_add(float *x, const float *y, int64_t n, cudaStream_t st) {
-    if (n > 0) k_add<<<blocks_for(n, 256), 256, 0, st>>>(x, y, n);
+    if (n > 0) GK_LAUNCH(k_add, blocks_for(n, 256), 256, st, x, y, n);
 }
 void gk_add_rows(float *x, int ld, int n_rows, const float *b, int n, cudaStream_t st) {
-    if ((int64_t)n_rows * n > 0) k_add_rows<<<blocks_for((int64_t)n_rows * n, 256), 256, 0, st>>>(x, ld, n_rows, b, n);
+    if ((int64_t)n_rows * n > 0) GK_LAUNCH(k_add_rows, blocks_for((int64_t)n_rows * n, 256), 256, st, x, ld, n_rows, b, n);
 }
 void gk_mul_sigmoid(float *x, const float *g, int64_t n, cudaStream_t st) {
-    if (n > 0) k_mul_sigmoid<<<blocks_for(n, 256), 256, 0, st>>>(x, g, n);
+    if (n > 0) GK_LAUNCH(k_mul_sigmoid, blocks_for(n, 256), 256, st, x, g, n);
 }

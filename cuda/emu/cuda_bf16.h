@@ -1,0 +1,3 @@
+// cuda_bf16.h - stand-in for the CUDA header under the emulator (emu.h)
+#pragma once
+#include "emu.h"

@@ -1,0 +1,353 @@
+// emu.cpp - the CUDA emulator behind emu.h: fibers for a block's threads, barriers for
+// __syncthreads and the warp shuffles, host memory for the device, and a loop for cuBLAS.
+#include "emu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <vector>
+
+extern "C" {
+#include "quant.h"
+}
+
+// ---- fibers ------------------------------------------------------------------------------
+// x86-64: a six-register switch (no signal mask syscall, unlike swapcontext), which keeps the
+// millions of barrier yields of an attention kernel cheap. Elsewhere: ucontext.
+
+enum { RUN, WAIT_BLOCK, WAIT_WARP, DONE };
+enum { STACK_BYTES = 128 * 1024, MAX_THREADS = 1024 };
+
+#if defined(__x86_64__)
+extern "C" void emu_switch(void **save_sp, void *new_sp);
+asm(".text\n"
+    ".globl emu_switch\n"
+    ".type emu_switch,@function\n"
+    "emu_switch:\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  movq %rsp, (%rdi)\n"
+    "  movq %rsi, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+    "  ret\n"
+    ".size emu_switch, .-emu_switch\n");
+#else
+#include <ucontext.h>
+#endif
+
+struct fiber {
+    uint3 tid;
+    int state;
+    int n_shfl; // shuffles done: selects the slot bank, so one barrier per shuffle suffices
+#if defined(__x86_64__)
+    void *sp;
+#else
+    ucontext_t ctx;
+#endif
+};
+
+static std::vector<fiber> g_fib;
+static std::vector<char *> g_stacks;
+static int g_cur, g_n;
+static const std::function<void()> *g_kernel;
+static float g_slot[2][MAX_THREADS];
+#if defined(__x86_64__)
+static void *g_sched_sp;
+#else
+static ucontext_t g_sched;
+#endif
+
+uint3 emu_block_idx;
+dim3 emu_block_dim, emu_grid_dim;
+
+const uint3 &emu_thread_idx() { return g_fib[g_cur].tid; }
+
+static void yield_to_scheduler() {
+#if defined(__x86_64__)
+    emu_switch(&g_fib[g_cur].sp, g_sched_sp);
+#else
+    swapcontext(&g_fib[g_cur].ctx, &g_sched);
+#endif
+}
+
+static void fiber_entry() {
+    (*g_kernel)();
+    g_fib[g_cur].state = DONE;
+    yield_to_scheduler(); // never resumed
+    abort();
+}
+
+static void fiber_start(int i) {
+    fiber *f = &g_fib[i];
+    char *stack = g_stacks[i];
+#if defined(__x86_64__)
+    uintptr_t top = ((uintptr_t)(stack + STACK_BYTES)) & ~(uintptr_t)15;
+    void **sp = (void **)(top - 8); // entry sees rsp % 16 == 8, as after a call
+    *--sp = (void *)fiber_entry;    // emu_switch's ret
+    for (int r = 0; r < 6; r++) *--sp = NULL; // rbp rbx r12 r13 r14 r15
+    f->sp = sp;
+#else
+    getcontext(&f->ctx);
+    f->ctx.uc_stack.ss_sp = stack;
+    f->ctx.uc_stack.ss_size = STACK_BYTES;
+    f->ctx.uc_link = &g_sched;
+    makecontext(&f->ctx, fiber_entry, 0);
+#endif
+}
+
+static void resume(int i) {
+    g_cur = i;
+#if defined(__x86_64__)
+    emu_switch(&g_sched_sp, g_fib[i].sp);
+#else
+    swapcontext(&g_sched, &g_fib[i].ctx);
+#endif
+}
+
+void __syncthreads() {
+    g_fib[g_cur].state = WAIT_BLOCK;
+    yield_to_scheduler();
+}
+
+float emu_shfl_xor(float v, int lane_mask) {
+    fiber *f = &g_fib[g_cur];
+    const int bank = f->n_shfl++ & 1, me = g_cur, warp0 = me & ~31, lane = me & 31;
+    g_slot[bank][me] = v;
+    f->state = WAIT_WARP;
+    yield_to_scheduler();
+    const int src = warp0 + (lane ^ lane_mask);
+    return src < g_n ? g_slot[bank][src] : v;
+}
+
+// Runs the block's fibers until all are done, releasing a barrier once every live thread of
+// its scope waits at it.
+static void run_block() {
+    for (;;) {
+        bool ran = false;
+        for (int i = 0; i < g_n; i++)
+            if (g_fib[i].state == RUN) {
+                resume(i);
+                ran = true;
+            }
+        if (ran) continue;
+        int live = 0, at_block = 0;
+        bool released = false;
+        for (int w0 = 0; w0 < g_n; w0 += 32) {
+            int wl = 0, at_warp = 0;
+            for (int i = w0; i < w0 + 32 && i < g_n; i++) {
+                const int s = g_fib[i].state;
+                if (s == DONE) continue;
+                wl++, live++;
+                at_warp += s == WAIT_WARP;
+                at_block += s == WAIT_BLOCK;
+            }
+            if (wl && at_warp == wl) {
+                for (int i = w0; i < w0 + 32 && i < g_n; i++)
+                    if (g_fib[i].state == WAIT_WARP) g_fib[i].state = RUN;
+                released = true;
+            }
+        }
+        if (!live) return;
+        if (released) continue;
+        if (at_block == live) {
+            for (int i = 0; i < g_n; i++)
+                if (g_fib[i].state == WAIT_BLOCK) g_fib[i].state = RUN;
+            continue;
+        }
+        fprintf(stderr, "cuda emulator: deadlock in block (%u,%u,%u): %d threads live, %d at __syncthreads, the "
+                        "rest at a warp shuffle their warp does not all reach\n",
+                emu_block_idx.x, emu_block_idx.y, emu_block_idx.z, live, at_block);
+        abort();
+    }
+}
+
+void emu_launch(dim3 grid, dim3 block, cudaStream_t st, const std::function<void()> &kernel) {
+    (void)st;
+    const int n = (int)(block.x * block.y * block.z);
+    if (n <= 0 || n > MAX_THREADS) {
+        fprintf(stderr, "cuda emulator: a block of %d threads\n", n);
+        abort();
+    }
+    while ((int)g_stacks.size() < n) g_stacks.push_back((char *)malloc(STACK_BYTES));
+    g_fib.resize((size_t)n);
+    g_n = n;
+    g_kernel = &kernel;
+    emu_block_dim = block;
+    emu_grid_dim = grid;
+    for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++) {
+                emu_block_idx = uint3{bx, by, bz};
+                for (int i = 0; i < n; i++) {
+                    g_fib[i].tid = uint3{(unsigned)i % block.x, (unsigned)(i / block.x) % block.y,
+                                         (unsigned)(i / (block.x * block.y))};
+                    g_fib[i].state = RUN;
+                    g_fib[i].n_shfl = 0;
+                    fiber_start(i);
+                }
+                run_block();
+            }
+}
+
+// ---- runtime -----------------------------------------------------------------------------
+
+static const size_t k_mem = (size_t)2 << 30; // the emulated device's memory
+static size_t g_used;
+
+static bool hidden() {
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    return v && (!*v || !strcmp(v, "-1"));
+}
+
+cudaError_t cudaGetDeviceCount(int *n) {
+    *n = hidden() ? 0 : 1;
+    return *n ? cudaSuccess : cudaErrorNoDevice;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
+    if (dev != 0 || hidden()) return cudaErrorInvalidValue;
+    memset(p, 0, sizeof(*p));
+    snprintf(p->name, sizeof(p->name), "CUDA emulator (CPU)");
+    p->major = 9;
+    p->multiProcessorCount = 1;
+    p->totalGlobalMem = k_mem;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int dev) { return dev == 0 && !hidden() ? cudaSuccess : cudaErrorInvalidValue; }
+
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
+    *free_b = k_mem - g_used;
+    *total = k_mem;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    default: return "invalid argument";
+    }
+}
+
+// Each allocation carries its size in a 256-byte header, for the memory accounting.
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    *p = NULL;
+    if (bytes > k_mem - g_used) return cudaErrorMemoryAllocation;
+    char *m = (char *)aligned_alloc(256, 256 + ((bytes + 255) & ~(size_t)255));
+    if (!m) return cudaErrorMemoryAllocation;
+    memcpy(m, &bytes, sizeof(bytes));
+    g_used += bytes;
+    *p = m + 256;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p) {
+    if (!p) return cudaSuccess;
+    char *m = (char *)p - 256;
+    size_t bytes;
+    memcpy(&bytes, m, sizeof(bytes));
+    g_used -= bytes;
+    free(m);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **p, size_t bytes) {
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaFreeHost(void *p) {
+    free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    (void)kind;
+    if (bytes) memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st) {
+    (void)st;
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind kind, cudaStream_t st) {
+    (void)kind;
+    (void)st;
+    if (width > dpitch || width > spitch) return cudaErrorInvalidValue;
+    for (size_t r = 0; r < height; r++) memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t st) {
+    (void)st;
+    if (bytes) memset(p, v, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned flags) {
+    (void)flags;
+    *st = (cudaStream_t)(uintptr_t)1;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t st) {
+    (void)st;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t st) {
+    (void)st;
+    return cudaSuccess;
+}
+
+float emu_h2f(uint16_t h) { return eng_f16_to_f32(h); }
+uint16_t emu_f2h(float f) { return eng_f32_to_f16(f); }
+
+// ---- cuBLAS ------------------------------------------------------------------------------
+
+cublasStatus_t cublasCreate(cublasHandle_t *h) {
+    *h = (cublasHandle_t)(uintptr_t)1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t h) {
+    (void)h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t st) {
+    (void)h;
+    (void)st;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// C (m x n, column-major) = alpha op(A) op(B) + beta C, for the one type combination the
+// backend uses: A and B f16, C f32, f32 accumulation.
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
+                            cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+    (void)h;
+    (void)algo;
+    if (at != CUDA_R_16F || bt != CUDA_R_16F || ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (m < 0 || n < 0 || k < 0 || lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    const __half *a = (const __half *)A, *b = (const __half *)B;
+    float *c = (float *)C;
+    const float al = *(const float *)alpha, be = *(const float *)beta;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float s = 0;
+            for (int l = 0; l < k; l++) {
+                const float x = __half2float(ta == CUBLAS_OP_N ? a[i + (size_t)l * lda] : a[l + (size_t)i * lda]);
+                const float y = __half2float(tb == CUBLAS_OP_N ? b[l + (size_t)j * ldb] : b[j + (size_t)l * ldb]);
+                s += x * y;
+            }
+            float *o = c + i + (size_t)j * ldc;
+            *o = al * s + (be != 0.0f ? be * *o : 0.0f);
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}
