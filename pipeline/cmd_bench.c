@@ -163,6 +163,7 @@ done:
     eng_model_free(m);
     return rc;
 usage:
-    fprintf(stderr, "usage: docpipe bench -m MODEL.gguf [-t N] [-p 512] [-n 64] [--seqs 1,4,16] [--pps] [-r 2] [--json]\n");
+    fprintf(stderr, "usage: docpipe bench -m MODEL.gguf [-t N] [-p 512] [-n 64] [--seqs 1,4,16] [--pps] [-r 2] [--json]\n"
+                    "                    [--exact] [--device cpu|cuda|auto]\n");
     return PL_EXIT_USAGE;
 }

@@ -13,7 +13,8 @@
 
 #include <stdbool.h>
 
-/* Absolute path of a file under ../shared/fixtures, or NULL when the folder is absent. */
+/* Absolute path of a file under ../shared/fixtures (or $DOCPIPE_FIXTURES), or NULL when the
+ * folder is absent. */
 const char *tu_fixture(const char *rel);
 /* Calls skip() with a clear message when fixtures are absent. */
 #define TU_NEED_FIXTURES()                                                                             \
