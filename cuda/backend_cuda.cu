@@ -1,4 +1,4 @@
-// backend_cuda.cu - the CUDA implementation of engine/backend.h (qwen2, qwen3, llama).
+// backend_cuda.cu - the CUDA implementation of engine/backend.h (qwen2, qwen3, qwen35, llama).
 //
 // DESIGN
 // - The model's weights and f32 vectors are uploaded once into one device allocation, each
@@ -10,8 +10,7 @@
 //   the next sync, naming the op.
 // - begin_step packs the step's integer arrays into one pinned buffer and uploads it with
 //   one copy; ops given one of the step's host arrays read its device twin.
-// - The Gated DeltaNet (qwen35) has no kernels yet: eng_backend_cuda_refuses keeps such
-//   models on the CPU.
+// - begin_step also groups the step's tokens by sequence for the Gated DeltaNet (qwen35).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,8 +46,12 @@ typedef struct cuda_be {
     // the step
     int32_t *h_step, *d_step; // pinned staging and its device copy
     size_t step_cap;          // int32s
+    int n_seq_cap;
     const int32_t *hp[5];     // token, pos, seq, slot, blk_table as handed to begin_step
     int32_t *dp[5];
+    int32_t *d_order, *d_start; // the step's tokens grouped by sequence (DeltaNet)
+    int n_groups;
+    int32_t *h_count;           // [n_seq + 1] scratch of the grouping
     // prompt GEMM scratch
     __half *wtile, *xh;
     size_t xh_cap; // halves
@@ -155,8 +158,8 @@ static dp_status cu_sync(eng_backend *be, dp_err *err) {
 
 static void cu_begin_step(eng_backend *be, const eng_step *s) {
     cuda_be *c = CB(be);
-    const size_t n = (size_t)s->n_tok, nt = (size_t)s->n_seq * s->blk_stride, need = 4 * n + nt;
-    if (need > c->step_cap) {
+    const size_t n = (size_t)s->n_tok, nt = (size_t)s->n_seq * s->blk_stride, need = 6 * n + 1 + nt;
+    if (need > c->step_cap || s->n_seq > c->n_seq_cap) {
         latch(c, "begin_step", "the step is larger than the backend was created for (engine bug)");
         return;
     }
@@ -170,6 +173,20 @@ static void cu_begin_step(eng_backend *be, const eng_step *s) {
         c->dp[i] = c->d_step + at;
         at += len[i];
     }
+    // tokens grouped by sequence, each group in batch (= position) order: a stable counting sort
+    int32_t *order = c->h_step + at, *start = order + n, *cnt = c->h_count;
+    memset(cnt, 0, ((size_t)s->n_seq + 1) * sizeof(int32_t));
+    for (size_t t = 0; t < n; t++) cnt[s->seq[t] + 1]++;
+    c->n_groups = 0;
+    for (int q = 0; q < s->n_seq; q++) {
+        if (cnt[q + 1]) start[c->n_groups++] = cnt[q];
+        cnt[q + 1] += cnt[q];
+    }
+    start[c->n_groups] = (int32_t)n;
+    for (size_t t = 0; t < n; t++) order[cnt[s->seq[t]]++] = (int32_t)t;
+    c->d_order = c->d_step + at;
+    c->d_start = c->d_step + at + n;
+    at += n + (size_t)c->n_groups + 1;
     check_call(c, cudaMemcpyAsync(c->d_step, c->h_step, at * sizeof(int32_t), cudaMemcpyHostToDevice, c->st),
                "begin_step");
 }
@@ -228,7 +245,15 @@ static void cu_matmul(eng_backend *be, const eng_weight *w, const float *x, int 
         return;
     }
     // y^T [N][n_tok] (column-major, ld ldy) = W [N][K] (row-major = K x N column-major, op T)
-    // times x^T (K x n_tok column-major, ld K), tile by tile of rows
+    // times x^T (K x n_tok column-major), tile by tile of rows
+    const float one = 1.0f, zero = 0.0f;
+    if (w->type == ENG_TYPE_F32) { // f32 weights stay f32, as on the CPU: no rounding at all
+        const cublasStatus_t s = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, n_tok, K, &one, wd, CUDA_R_32F,
+                                              K, x, CUDA_R_32F, ldx, &zero, y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F,
+                                              CUBLAS_GEMM_DEFAULT);
+        if (s != CUBLAS_STATUS_SUCCESS) latch(c, "matmul", blas_error(s));
+        return;
+    }
     if ((size_t)n_tok * K > c->xh_cap) {
         latch(c, "matmul", "the activations are larger than the backend was created for (engine bug)");
         return;
@@ -236,7 +261,6 @@ static void cu_matmul(eng_backend *be, const eng_weight *w, const float *x, int 
     gk_act_f16(x, ldx, n_tok, K, c->xh, c->st);
     check_launch(c, "matmul");
     const int tile = (int)(WTILE_ELEMS / K > N ? N : WTILE_ELEMS / K);
-    const float one = 1.0f, zero = 0.0f;
     for (int r0 = 0; r0 < N && !c->failed; r0 += tile) {
         const int rows = N - r0 < tile ? N - r0 : tile;
         gk_weight_f16(w->type, wd, w->row_bytes, r0, rows, K, c->wtile, c->st);
@@ -287,6 +311,29 @@ static void cu_attention(eng_backend *be, const eng_attn_args *a) {
     check_launch(c, "attention");
 }
 
+static void cu_deltanet(eng_backend *be, const eng_deltanet_args *a) {
+    cuda_be *c = CB(be);
+    gk_dn d;
+    d.n_tok = a->n_tok;
+    d.seq = step_of(c, a->seq, "deltanet");
+    d.order = c->d_order;
+    d.start = c->d_start;
+    d.n_groups = c->n_groups;
+    d.qkv = a->qkv, d.z = a->z, d.beta_in = a->beta_in, d.alpha_in = a->alpha_in;
+    d.out = a->out, d.scratch = a->scratch;
+    d.conv_w = (const float *)dev_of(c, a->conv_w, "deltanet");
+    d.dt_bias = (const float *)dev_of(c, a->dt_bias, "deltanet");
+    d.ssm_a = (const float *)dev_of(c, a->ssm_a, "deltanet");
+    d.norm_w = (const float *)dev_of(c, a->norm_w, "deltanet");
+    d.conv_state = a->conv_state, d.ssm_state = a->ssm_state;
+    d.n_k = a->n_k, d.n_v = a->n_v, d.dk = a->dk, d.dv = a->dv, d.kernel = a->kernel;
+    d.ch_n = 2 * a->n_k * a->dk + a->n_v * a->dv;
+    d.eps = a->eps;
+    if (!d.seq || !d.conv_w || !d.dt_bias || !d.ssm_a || !d.norm_w) return;
+    gk_deltanet(&d, c->st);
+    check_launch(c, "deltanet");
+}
+
 static void cu_swiglu(eng_backend *be, const float *g, const float *u, float *out, int64_t n) {
     cuda_be *c = CB(be);
     gk_swiglu(g, u, out, n, c->st);
@@ -310,6 +357,7 @@ static void cu_free(eng_backend *be) {
         cudaFree(c->wtile);
         cudaFree(c->xh);
         if (c->h_step) cudaFreeHost(c->h_step);
+        free(c->h_count);
         if (c->st) cudaStreamDestroy(c->st);
         free(c->map);
         free(c);
@@ -337,7 +385,7 @@ static const eng_backend_ops cuda_ops = {
     /* .rope        = */ cu_rope,
     /* .kv_store    = */ cu_kv_store,
     /* .attention   = */ cu_attention,
-    /* .deltanet    = */ NULL,
+    /* .deltanet    = */ cu_deltanet,
     /* .swiglu      = */ cu_swiglu,
     /* .add         = */ cu_add,
     /* .free        = */ cu_free,
@@ -369,6 +417,7 @@ static int by_host(const void *a, const void *b) {
 static size_t max_k(const eng_model *m) {
     size_t k = m->info.n_embd;
     if (m->info.n_ff > k) k = m->info.n_ff;
+    if (m->info.ssm_d_inner > k) k = m->info.ssm_d_inner;
     const size_t qd = (size_t)m->info.n_head * m->info.head_dim_v;
     return qd > k ? qd : k;
 }
@@ -376,8 +425,14 @@ static size_t max_k(const eng_model *m) {
 extern "C" const char *eng_backend_cuda_refuses(const eng_model *m) {
     static __thread char why[256];
     const eng_model_info *in = &m->info;
-    if (in->n_rec_layers)
-        return "qwen35's Gated DeltaNet layers have no CUDA kernels yet; the model runs on the CPU";
+    if (in->n_rec_layers) {
+        const int dk = (int)in->ssm_d_state, dv = in->ssm_dt_rank ? (int)(in->ssm_d_inner / in->ssm_dt_rank) : 0;
+        if (!gk_deltanet_supported(dk, dv, (int)in->ssm_conv_kernel)) {
+            snprintf(why, sizeof(why), "a Gated DeltaNet with state %d x %d and conv kernel %u has no CUDA kernel", dv,
+                     dk, in->ssm_conv_kernel);
+            return why;
+        }
+    }
     const int hd = (int)in->head_dim_k;
     if (in->head_dim_v != in->head_dim_k || hd % 2 || hd > GK_ATTN_MAX_HD || in->n_head % in->n_head_kv ||
         (int)(in->n_head / in->n_head_kv) > GK_ATTN_MAX_G || (int)in->n_rot > hd) {
@@ -390,9 +445,10 @@ extern "C" const char *eng_backend_cuda_refuses(const eng_model *m) {
         if (!deq_supported(ws[i]->type) || ws[i]->ne0 % 32) goto bad_type;
     for (uint32_t l = 0; l < in->n_layer; l++) {
         const eng_layer *L = &m->layers[l];
-        const eng_weight *lw[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wg, &L->wu, &L->wd};
-        for (int i = 0; i < 7; i++)
-            if (!deq_supported(lw[i]->type) || lw[i]->ne0 % 32) {
+        const eng_weight *lw[12] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wg, &L->wu, &L->wd,
+                                    &L->wqkv, &L->wgate, &L->wbeta, &L->walpha, &L->wssm_out};
+        for (int i = 0; i < 12; i++)
+            if (lw[i]->data && (!deq_supported(lw[i]->type) || lw[i]->ne0 % 32)) {
                 ws[0] = lw[i];
                 goto bad_type;
             }
@@ -481,7 +537,13 @@ extern "C" dp_status eng_backend_cuda_new(const eng_model *m, int index, int n_u
     for (int i = 0; i < c->n_map; i++)
         TRY(cudaMemcpy(c->blob + c->map[i].off, c->map[i].host, c->map[i].bytes, cudaMemcpyHostToDevice));
     // the step's integers: token, pos, seq, slot per token, and the block table
-    c->step_cap = 4 * (size_t)n_ubatch + (size_t)n_seq * blk_stride + 1;
+    c->step_cap = 6 * (size_t)n_ubatch + 1 + (size_t)n_seq * blk_stride + 1;
+    c->n_seq_cap = n_seq;
+    c->h_count = (int32_t *)calloc((size_t)n_seq + 1, sizeof(int32_t));
+    if (!c->h_count) {
+        st = dp_err_set(err, DP_ENOMEM, "out of memory");
+        goto fail;
+    }
     TRY(cudaMallocHost((void **)&c->h_step, c->step_cap * sizeof(int32_t)));
     TRY(cudaMalloc((void **)&c->d_step, c->step_cap * sizeof(int32_t)));
     // prompt GEMM scratch

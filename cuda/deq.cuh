@@ -1,5 +1,5 @@
 // deq.cuh - one 32-element chunk of a weight row as floats, for every weight type the CUDA
-// backend runs (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K).
+// backend runs (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K).
 //
 // DESIGN: a row of K elements is K/32 chunks; chunk c is one legacy block (Q8_0, Q4_0) or one
 // 32-element slice of a K-quant super-block. The dequantization, the matrix-vector kernels, the
@@ -94,6 +94,45 @@ template <> __device__ __forceinline__ void deq32<ENG_TYPE_Q4_0>(const uint8_t *
     }
 }
 
+// Q4_1, Q5_0, Q5_1: llama-quantize's fallbacks for rows that are not whole super-blocks (small
+// models' attention and DeltaNet projections). 20-, 22- and 24-byte blocks: 2-byte aligned.
+template <> __device__ __forceinline__ void deq32<ENG_TYPE_Q4_1>(const uint8_t *row, int c, float *o) {
+    const eng_block_q4_1 *b = (const eng_block_q4_1 *)row + c;
+    const float d = h2f(b->d), m = h2f(b->m);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        o[j] = __fadd_rn(__fmul_rn((float)(b->qs[j] & 0xF), d), m);
+        o[j + 16] = __fadd_rn(__fmul_rn((float)(b->qs[j] >> 4), d), m);
+    }
+}
+
+__device__ __forceinline__ uint32_t qh32(const uint8_t *qh) {
+    const uint16_t *h = (const uint16_t *)qh;
+    return (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+}
+
+template <> __device__ __forceinline__ void deq32<ENG_TYPE_Q5_0>(const uint8_t *row, int c, float *o) {
+    const eng_block_q5_0 *b = (const eng_block_q5_0 *)row + c;
+    const float d = h2f(b->d);
+    const uint32_t h = qh32(b->qh);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        o[j] = __fmul_rn((float)((int)((b->qs[j] & 0xF) | (((h >> j) & 1) << 4)) - 16), d);
+        o[j + 16] = __fmul_rn((float)((int)((b->qs[j] >> 4) | (((h >> (j + 16)) & 1) << 4)) - 16), d);
+    }
+}
+
+template <> __device__ __forceinline__ void deq32<ENG_TYPE_Q5_1>(const uint8_t *row, int c, float *o) {
+    const eng_block_q5_1 *b = (const eng_block_q5_1 *)row + c;
+    const float d = h2f(b->d), m = h2f(b->m);
+    const uint32_t h = qh32(b->qh);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        o[j] = __fadd_rn(__fmul_rn((float)((b->qs[j] & 0xF) | (((h >> j) & 1) << 4)), d), m);
+        o[j + 16] = __fadd_rn(__fmul_rn((float)((b->qs[j] >> 4) | (((h >> (j + 16)) & 1) << 4)), d), m);
+    }
+}
+
 template <> __device__ __forceinline__ void deq32<ENG_TYPE_Q4_K>(const uint8_t *row, int c, float *o) {
     const eng_block_q4_k *b = (const eng_block_q4_k *)row + c / 8; // 144-byte blocks, qs at 16
     const int sb = c % 8, shift = 4 * (sb % 2);
@@ -163,6 +202,9 @@ template <> __device__ __forceinline__ void deq32<ENG_TYPE_Q6_K>(const uint8_t *
     case ENG_TYPE_BF16: F(ENG_TYPE_BF16); break;                                               \
     case ENG_TYPE_Q8_0: F(ENG_TYPE_Q8_0); break;                                               \
     case ENG_TYPE_Q4_0: F(ENG_TYPE_Q4_0); break;                                               \
+    case ENG_TYPE_Q4_1: F(ENG_TYPE_Q4_1); break;                                               \
+    case ENG_TYPE_Q5_0: F(ENG_TYPE_Q5_0); break;                                               \
+    case ENG_TYPE_Q5_1: F(ENG_TYPE_Q5_1); break;                                               \
     case ENG_TYPE_Q4_K: F(ENG_TYPE_Q4_K); break;                                               \
     case ENG_TYPE_Q5_K: F(ENG_TYPE_Q5_K); break;                                               \
     case ENG_TYPE_Q6_K: F(ENG_TYPE_Q6_K); break;                                               \
@@ -172,5 +214,6 @@ template <> __device__ __forceinline__ void deq32<ENG_TYPE_Q6_K>(const uint8_t *
 // True for the types deq32 decodes.
 static inline bool deq_supported(int type) {
     return type == ENG_TYPE_F32 || type == ENG_TYPE_F16 || type == ENG_TYPE_BF16 || type == ENG_TYPE_Q8_0 ||
-           type == ENG_TYPE_Q4_0 || type == ENG_TYPE_Q4_K || type == ENG_TYPE_Q5_K || type == ENG_TYPE_Q6_K;
+           type == ENG_TYPE_Q4_0 || type == ENG_TYPE_Q4_1 || type == ENG_TYPE_Q5_0 || type == ENG_TYPE_Q5_1 ||
+           type == ENG_TYPE_Q4_K || type == ENG_TYPE_Q5_K || type == ENG_TYPE_Q6_K;
 }

@@ -52,6 +52,23 @@ typedef struct gk_attn {
 #define GK_ATTN_MAX_G 8
 void gk_attention(const gk_attn *a, cudaStream_t st);
 
+// deltanet.cu: qwen35's Gated DeltaNet core (engine/backend.h's eng_deltanet_args, with the
+// step's tokens grouped by sequence: order[start[g] .. start[g + 1]) in position order)
+typedef struct gk_dn {
+    int n_tok;
+    const int32_t *seq;
+    const int32_t *order, *start;
+    int n_groups;
+    const float *qkv, *z, *beta_in, *alpha_in;
+    float *out, *scratch;
+    const float *conv_w, *dt_bias, *ssm_a, *norm_w;
+    float *conv_state, *ssm_state;
+    int n_k, n_v, dk, dv, kernel, ch_n;
+    float eps;
+} gk_dn;
+bool gk_deltanet_supported(int dk, int dv, int kernel);
+void gk_deltanet(const gk_dn *a, cudaStream_t st);
+
 // matmul.cu: y[t][n] = sum_k W[n][k] x[t][k]
 // Up to GK_MATVEC_MAX_TOK tokens: every weight row decoded once in registers for all tokens.
 #define GK_MATVEC_MAX_TOK 8

@@ -127,7 +127,7 @@ dp_status eng_backend_cpu_new(int n_threads, bool exact, eng_backend **out, dp_e
 #ifdef DP_HAVE_CUDA
 /* The CUDA backend on device `index`: uploads every weight of m once (DP_ENOMEM naming the
  * bytes when the device cannot hold them). Activations per step: up to n_ubatch tokens, n_seq
- * sequences of blk_stride table entries. deltanet is NULL: qwen35 stays on the CPU for now. */
+ * sequences of blk_stride table entries. */
 dp_status eng_backend_cuda_new(const struct eng_model *m, int index, int n_ubatch, int n_seq, int blk_stride,
                                eng_backend **out, dp_err *err);
 /* "cuda (NVIDIA H200, sm_90)" */

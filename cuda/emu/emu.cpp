@@ -323,27 +323,30 @@ cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t st) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
-// C (m x n, column-major) = alpha op(A) op(B) + beta C, for the one type combination the
-// backend uses: A and B f16, C f32, f32 accumulation.
+// C (m x n, column-major) = alpha op(A) op(B) + beta C, for the type combinations the backend
+// uses: A and B both f16 or both f32, C f32, f32 accumulation.
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
                             cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
                             cublasComputeType_t compute, cublasGemmAlgo_t algo) {
     (void)h;
     (void)algo;
-    if (at != CUDA_R_16F || bt != CUDA_R_16F || ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F)
+    if (at != bt || (at != CUDA_R_16F && at != CUDA_R_32F) || ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F)
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    const bool f32 = at == CUDA_R_32F;
     if (m < 0 || n < 0 || k < 0 || lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m)
         return CUBLAS_STATUS_INVALID_VALUE;
-    const __half *a = (const __half *)A, *b = (const __half *)B;
     float *c = (float *)C;
+    auto get = [f32](const void *p, size_t i) {
+        return f32 ? ((const float *)p)[i] : __half2float(((const __half *)p)[i]);
+    };
     const float al = *(const float *)alpha, be = *(const float *)beta;
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             float s = 0;
             for (int l = 0; l < k; l++) {
-                const float x = __half2float(ta == CUBLAS_OP_N ? a[i + (size_t)l * lda] : a[l + (size_t)i * lda]);
-                const float y = __half2float(tb == CUBLAS_OP_N ? b[l + (size_t)j * ldb] : b[j + (size_t)l * ldb]);
+                const float x = get(A, ta == CUBLAS_OP_N ? i + (size_t)l * lda : l + (size_t)i * lda);
+                const float y = get(B, tb == CUBLAS_OP_N ? l + (size_t)j * ldb : j + (size_t)l * ldb);
                 s += x * y;
             }
             float *o = c + i + (size_t)j * ldc;

@@ -31,8 +31,8 @@ static void test_gpu_dequant_matches_cpu_reference_bit_exactly(void **state) {
     assert_int_equal(gpu_device_get_info(g_dev, &info, &err), DP_OK);
     print_message("  device %d: %s (sm_%d%d, %zu MiB)\n", g_dev, info.name, info.cc_major, info.cc_minor,
                   info.mem_total >> 20);
-    const int types[] = {ENG_TYPE_F16, ENG_TYPE_BF16, ENG_TYPE_Q8_0, ENG_TYPE_Q4_0,
-                         ENG_TYPE_Q4_K, ENG_TYPE_Q5_K, ENG_TYPE_Q6_K};
+    const int types[] = {ENG_TYPE_F16, ENG_TYPE_BF16, ENG_TYPE_Q8_0, ENG_TYPE_Q4_0, ENG_TYPE_Q4_1,
+                         ENG_TYPE_Q5_0, ENG_TYPE_Q5_1, ENG_TYPE_Q4_K, ENG_TYPE_Q5_K, ENG_TYPE_Q6_K};
     enum { N = 256 * 1024 };
     float *x = malloc(N * 4), *cpu = malloc(N * 4), *gpu = malloc(N * 4);
     uint8_t *q = malloc(N * 4);
