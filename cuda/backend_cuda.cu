@@ -15,8 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cublas_v2.h>
-
 #include "common.cuh"
 #include "deq.cuh"
 #include "gpu.h"
@@ -27,9 +25,6 @@ extern "C" {
 #include "model.h"
 }
 
-// Elements of the f16 weight tile a prompt GEMM decodes at a time (64 MiB).
-#define WTILE_ELEMS ((int64_t)32 << 20)
-
 typedef struct wmap {
     const uint8_t *host;
     size_t bytes, off; // off: into the device blob
@@ -38,7 +33,6 @@ typedef struct wmap {
 typedef struct cuda_be {
     int dev;
     cudaStream_t st;
-    cublasHandle_t blas;
     uint8_t *blob; // the weights
     wmap *map;
     int n_map, cap_map;
@@ -52,9 +46,6 @@ typedef struct cuda_be {
     int32_t *d_order, *d_start; // the step's tokens grouped by sequence (DeltaNet)
     int n_groups;
     int32_t *h_count;           // [n_seq + 1] scratch of the grouping
-    // prompt GEMM scratch
-    __half *wtile, *xh;
-    size_t xh_cap; // halves
     // the first error since the last sync
     char err[512];
     bool failed;
@@ -223,53 +214,15 @@ static void cu_mul_sigmoid(eng_backend *be, float *x, const float *g, int64_t n)
     check_launch(c, "mul_sigmoid");
 }
 
-static const char *blas_error(cublasStatus_t s) {
-    switch (s) {
-    case CUBLAS_STATUS_ALLOC_FAILED: return "cuBLAS: out of memory";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "cuBLAS: execution failed";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "cuBLAS: not supported";
-    case CUBLAS_STATUS_INVALID_VALUE: return "cuBLAS: invalid value";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "cuBLAS: architecture mismatch";
-    default: return "cuBLAS: error";
-    }
-}
-
 static void cu_matmul(eng_backend *be, const eng_weight *w, const float *x, int ldx, int n_tok, float *y, int ldy) {
     cuda_be *c = CB(be);
     const uint8_t *wd = (const uint8_t *)dev_of(c, w->data, "matmul");
     if (!wd || n_tok <= 0) return;
-    const int N = (int)w->ne1, K = (int)w->ne0;
-    if (n_tok <= GK_MATVEC_MAX_TOK) {
-        gk_matvec(w->type, wd, w->row_bytes, N, K, x, ldx, n_tok, y, ldy, c->st);
-        check_launch(c, "matmul");
-        return;
-    }
-    // y^T [N][n_tok] (column-major, ld ldy) = W [N][K] (row-major = K x N column-major, op T)
-    // times x^T (K x n_tok column-major), tile by tile of rows
-    const float one = 1.0f, zero = 0.0f;
-    if (w->type == ENG_TYPE_F32) { // f32 weights stay f32, as on the CPU: no rounding at all
-        const cublasStatus_t s = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, n_tok, K, &one, wd, CUDA_R_32F,
-                                              K, x, CUDA_R_32F, ldx, &zero, y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F,
-                                              CUBLAS_GEMM_DEFAULT);
-        if (s != CUBLAS_STATUS_SUCCESS) latch(c, "matmul", blas_error(s));
-        return;
-    }
-    if ((size_t)n_tok * K > c->xh_cap) {
-        latch(c, "matmul", "the activations are larger than the backend was created for (engine bug)");
-        return;
-    }
-    gk_act_f16(x, ldx, n_tok, K, c->xh, c->st);
+    if (w->type == ENG_TYPE_F32) // f32 weights stay f32, as on the CPU
+        gk_matvec(w->type, wd, w->row_bytes, (int)w->ne1, (int)w->ne0, x, ldx, n_tok, y, ldy, c->st);
+    else
+        gk_mma(w->type, wd, w->row_bytes, (int)w->ne1, (int)w->ne0, x, ldx, n_tok, y, ldy, c->st);
     check_launch(c, "matmul");
-    const int tile = (int)(WTILE_ELEMS / K > N ? N : WTILE_ELEMS / K);
-    for (int r0 = 0; r0 < N && !c->failed; r0 += tile) {
-        const int rows = N - r0 < tile ? N - r0 : tile;
-        gk_weight_f16(w->type, wd, w->row_bytes, r0, rows, K, c->wtile, c->st);
-        check_launch(c, "matmul");
-        const cublasStatus_t s = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, rows, n_tok, K, &one, c->wtile,
-                                              CUDA_R_16F, K, c->xh, CUDA_R_16F, K, &zero, y + r0, CUDA_R_32F, ldy,
-                                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        if (s != CUBLAS_STATUS_SUCCESS) latch(c, "matmul", blas_error(s));
-    }
 }
 
 static void cu_rmsnorm(eng_backend *be, const float *x, int ldx, const float *w, float *y, int ldy, int n_rows, int n,
@@ -351,11 +304,8 @@ static void cu_free(eng_backend *be) {
     cuda_be *c = CB(be);
     if (c) {
         if (c->st) cudaStreamSynchronize(c->st);
-        if (c->blas) cublasDestroy(c->blas);
         cudaFree(c->blob);
         cudaFree(c->d_step);
-        cudaFree(c->wtile);
-        cudaFree(c->xh);
         if (c->h_step) cudaFreeHost(c->h_step);
         free(c->h_count);
         if (c->st) cudaStreamDestroy(c->st);
@@ -412,14 +362,6 @@ static void collect(void *ud, const void *p, size_t bytes) {
 static int by_host(const void *a, const void *b) {
     const uint8_t *x = ((const wmap *)a)->host, *y = ((const wmap *)b)->host;
     return x < y ? -1 : x > y;
-}
-
-static size_t max_k(const eng_model *m) {
-    size_t k = m->info.n_embd;
-    if (m->info.n_ff > k) k = m->info.n_ff;
-    if (m->info.ssm_d_inner > k) k = m->info.ssm_d_inner;
-    const size_t qd = (size_t)m->info.n_head * m->info.head_dim_v;
-    return qd > k ? qd : k;
 }
 
 extern "C" const char *eng_backend_cuda_refuses(const eng_model *m) {
@@ -505,10 +447,6 @@ extern "C" dp_status eng_backend_cuda_new(const eng_model *m, int index, int n_u
     TRY(cudaGetDeviceProperties(&prop, index));
     snprintf(c->name, sizeof(c->name), "cuda (%s, sm_%d%d)", prop.name, prop.major, prop.minor);
     TRY(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
-    if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(c->blas, c->st) != CUBLAS_STATUS_SUCCESS) {
-        st = dp_err_set(err, DP_EIO, "device cuda: cuBLAS could not start");
-        goto fail;
-    }
     // the weights: one allocation, tensors 256-byte aligned
     eng_model_for_each_tensor(m, collect, c);
     if (c->failed) {
@@ -546,12 +484,6 @@ extern "C" dp_status eng_backend_cuda_new(const eng_model *m, int index, int n_u
     }
     TRY(cudaMallocHost((void **)&c->h_step, c->step_cap * sizeof(int32_t)));
     TRY(cudaMalloc((void **)&c->d_step, c->step_cap * sizeof(int32_t)));
-    // prompt GEMM scratch
-    if (n_ubatch > GK_MATVEC_MAX_TOK) {
-        c->xh_cap = (size_t)n_ubatch * max_k(m);
-        TRY(cudaMalloc((void **)&c->xh, c->xh_cap * sizeof(__half)));
-        TRY(cudaMalloc((void **)&c->wtile, (size_t)WTILE_ELEMS * sizeof(__half)));
-    }
 #undef TRY
     *out = be;
     return DP_OK;
@@ -579,15 +511,7 @@ extern "C" dp_status gpu_matmul_host(int index, int type, const void *w, int N, 
     dp_status st = DP_OK;
     GPU_CHECK(cudaSetDevice(index));
     GPU_CHECK(cudaStreamCreateWithFlags(&c.st, cudaStreamNonBlocking));
-    if (cublasCreate(&c.blas) != CUBLAS_STATUS_SUCCESS) {
-        cudaStreamDestroy(c.st);
-        return dp_err_set(err, DP_EIO, "gpu_matmul_host: cuBLAS could not start");
-    }
-    cublasSetStream(c.blas, c.st);
-    c.xh_cap = (size_t)n_tok * K;
     cudaError_t e = cudaMalloc((void **)&c.blob, wbytes);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&c.xh, c.xh_cap * sizeof(__half));
-    if (e == cudaSuccess) e = cudaMalloc((void **)&c.wtile, (size_t)WTILE_ELEMS * sizeof(__half));
     if (e == cudaSuccess) e = cudaMalloc((void **)&dx, (size_t)n_tok * K * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc((void **)&dy, (size_t)n_tok * N * sizeof(float));
     if (e == cudaSuccess) e = cudaMemcpy(c.blob, w, wbytes, cudaMemcpyHostToDevice);
@@ -602,11 +526,8 @@ extern "C" dp_status gpu_matmul_host(int index, int type, const void *w, int N, 
         st = dp_err_set(err, e == cudaErrorMemoryAllocation ? DP_ENOMEM : DP_EIO, "gpu_matmul_host: %s",
                         cudaGetErrorString(e));
     cudaFree(c.blob);
-    cudaFree(c.xh);
-    cudaFree(c.wtile);
     cudaFree(dx);
     cudaFree(dy);
-    cublasDestroy(c.blas);
     cudaStreamDestroy(c.st);
     return st;
 }

@@ -35,9 +35,9 @@ dp_status gpu_device_get_info(int index, gpu_device_info *info, dp_err *err);
 dp_status gpu_dequantize_host(int index, int type, const void *src, size_t src_bytes, float *dst, int64_t n,
                               dp_err *err);
 
-/* y[t][n] = sum_k W[n][k] x[t][k] through the backend's matmul (the matrix-vector kernel up to
- * 8 tokens, the f16 tensor-core GEMM beyond): W is N rows of K elements of `type` in host
- * memory, x [n_tok][K], y [n_tok][N]. */
+/* y[t][n] = sum_k W[n][k] x[t][k] through the backend's matmul (f16 tensor-core products; f32
+ * for F32 weights): W is N rows of K elements of `type` in host memory, x [n_tok][K],
+ * y [n_tok][N]. */
 dp_status gpu_matmul_host(int index, int type, const void *w, int N, int K, const float *x, int n_tok, float *y,
                           dp_err *err);
 

@@ -4,7 +4,6 @@
 // latches the first failure for the next sync.
 #pragma once
 
-#include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -69,13 +68,11 @@ typedef struct gk_dn {
 bool gk_deltanet_supported(int dk, int dv, int kernel);
 void gk_deltanet(const gk_dn *a, cudaStream_t st);
 
-// matmul.cu: y[t][n] = sum_k W[n][k] x[t][k]
-// Up to GK_MATVEC_MAX_TOK tokens: every weight row decoded once in registers for all tokens.
-#define GK_MATVEC_MAX_TOK 8
+// matmul.cu: y[t][n] = sum_k W[n][k] x[t][k], W [N][K] of a weight type, x [n_tok][K] (ldx).
+// Both are batch invariant: token t's results do not depend on n_tok or the other tokens.
+// gk_matvec: f32 throughout, for F32 weights (any n_tok).
 void gk_matvec(int type, const uint8_t *w, size_t row_bytes, int N, int K, const float *x, int ldx, int n_tok,
                float *y, int ldy, cudaStream_t st);
-// Rows [r0, r0 + rows) of W as f16, [rows][K] contiguous.
-void gk_weight_f16(int type, const uint8_t *w, size_t row_bytes, int64_t r0, int rows, int K, __half *dst,
-                   cudaStream_t st);
-// x [n_tok][K] (ldx) to f16 [n_tok][K] contiguous.
-void gk_act_f16(const float *x, int ldx, int n_tok, int K, __half *dst, cudaStream_t st);
+// gk_mma: f16 tensor-core products with f32 accumulation, for every other weight type.
+void gk_mma(int type, const uint8_t *w, size_t row_bytes, int N, int K, const float *x, int ldx, int n_tok, float *y,
+            int ldy, cudaStream_t st);

@@ -1,5 +1,5 @@
 // emu.cpp - the CUDA emulator behind emu.h: fibers for a block's threads, barriers for
-// __syncthreads and the warp shuffles, host memory for the device, and a loop for cuBLAS.
+// __syncthreads, __syncwarp and the warp shuffles, host memory for the device.
 #include "emu.h"
 
 #include <stdio.h>
@@ -38,6 +38,7 @@ struct fiber {
     uint3 tid;
     int state;
     int n_shfl; // shuffles done: selects the slot bank, so one barrier per shuffle suffices
+    int n_mma;  // the same for emu_mma's buffer
 #if defined(__x86_64__)
     void *sp;
 #else
@@ -182,6 +183,7 @@ void emu_launch(dim3 grid, dim3 block, cudaStream_t st, const std::function<void
                                          (unsigned)(i / (block.x * block.y))};
                     g_fib[i].state = RUN;
                     g_fib[i].n_shfl = 0;
+                    g_fib[i].n_mma = 0;
                     fiber_start(i);
                 }
                 run_block();
@@ -304,53 +306,58 @@ cudaError_t cudaStreamSynchronize(cudaStream_t st) {
     return cudaSuccess;
 }
 
-float emu_h2f(uint16_t h) { return eng_f16_to_f32(h); }
+// A table: the fragments' loads convert millions of halves, and the reference conversion is
+// bit-by-bit software.
+static float g_h2f[65536];
+static bool g_h2f_ready;
+
+float emu_h2f(uint16_t h) {
+    if (!g_h2f_ready) {
+        for (uint32_t i = 0; i < 65536; i++) g_h2f[i] = eng_f16_to_f32((uint16_t)i);
+        g_h2f_ready = true;
+    }
+    return g_h2f[h];
+}
 uint16_t emu_f2h(float f) { return eng_f32_to_f16(f); }
 
-// ---- cuBLAS ------------------------------------------------------------------------------
+// ---- warp matrix operations -------------------------------------------------------------
 
-cublasStatus_t cublasCreate(cublasHandle_t *h) {
-    *h = (cublasHandle_t)(uintptr_t)1;
-    return CUBLAS_STATUS_SUCCESS;
-}
-cublasStatus_t cublasDestroy(cublasHandle_t h) {
-    (void)h;
-    return CUBLAS_STATUS_SUCCESS;
-}
-cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t st) {
-    (void)h;
-    (void)st;
-    return CUBLAS_STATUS_SUCCESS;
+void emu_wmma_check(const void *p, unsigned ldm, size_t elem) {
+    if ((uintptr_t)p % 32 || (ldm * elem) % 16) {
+        fprintf(stderr, "cuda emulator: wmma pointer %p (must be 32-byte aligned) or ldm %u (must be a multiple of 16 "
+                        "bytes) is invalid\n", p, ldm);
+        abort();
+    }
 }
 
-// C (m x n, column-major) = alpha op(A) op(B) + beta C, for the type combinations the backend
-// uses: A and B both f16 or both f32, C f32, f32 accumulation.
-cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                            const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
-                            cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
-                            cublasComputeType_t compute, cublasGemmAlgo_t algo) {
-    (void)h;
-    (void)algo;
-    if (at != bt || (at != CUDA_R_16F && at != CUDA_R_32F) || ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F)
-        return CUBLAS_STATUS_NOT_SUPPORTED;
-    const bool f32 = at == CUDA_R_32F;
-    if (m < 0 || n < 0 || k < 0 || lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    float *c = (float *)C;
-    auto get = [f32](const void *p, size_t i) {
-        return f32 ? ((const float *)p)[i] : __half2float(((const __half *)p)[i]);
-    };
-    const float al = *(const float *)alpha, be = *(const float *)beta;
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-            float s = 0;
-            for (int l = 0; l < k; l++) {
-                const float x = get(A, ta == CUBLAS_OP_N ? i + (size_t)l * lda : l + (size_t)i * lda);
-                const float y = get(B, tb == CUBLAS_OP_N ? l + (size_t)j * ldb : j + (size_t)l * ldb);
-                s += x * y;
+// The first live lane of the warp computes D = A B + C into a per-warp buffer (two banks, as
+// the shuffles' slots) and every lane copies it after a warp barrier.
+static float g_mma[2][MAX_THREADS / 32][16][16];
+
+bool emu_warp_leader() {
+    int leader = g_cur & ~31;
+    while (leader < g_n && g_fib[leader].state == DONE) leader++;
+    return g_cur == leader;
+}
+
+void emu_mma(float d[16][16], const float a[16][16], const float b[16][16], const float c[16][16]) {
+    fiber *f = &g_fib[g_cur];
+    const int bank = f->n_mma++ & 1;
+    float(*out)[16] = g_mma[bank][g_cur >> 5];
+    if (emu_warp_leader())
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 16; j++) {
+                float s = c[i][j];
+                for (int k = 0; k < 16; k++) s += a[i][k] * b[k][j];
+                out[i][j] = s;
             }
-            float *o = c + i + (size_t)j * ldc;
-            *o = al * s + (be != 0.0f ? be * *o : 0.0f);
-        }
-    return CUBLAS_STATUS_SUCCESS;
+    f->state = WAIT_WARP;
+    yield_to_scheduler();
+    memcpy(d, out, sizeof(g_mma[0][0]));
+}
+
+void __syncwarp(unsigned mask) {
+    (void)mask;
+    g_fib[g_cur].state = WAIT_WARP;
+    yield_to_scheduler();
 }

@@ -4,14 +4,15 @@
 //
 // DESIGN
 // - The .cu sources compile unchanged as C++ against this header (through the stand-ins
-//   cuda_runtime.h, cuda_fp16.h, cuda_bf16.h and cublas_v2.h beside it): the CUDA keywords
+//   cuda_runtime.h, cuda_fp16.h, cuda_bf16.h and mma.h beside it): the CUDA keywords
 //   are defined away, __shared__ becomes static (blocks run one after another), and
 //   threadIdx/blockIdx read the running fiber's coordinates.
 // - A launch runs each block's threads as cooperative fibers (ucontext) on the calling
 //   thread. __syncthreads and the warp shuffles are barriers: a fiber yields until every
 //   live thread of its block (or warp) has arrived. A deadlock (a barrier some thread never
 //   reaches) aborts with a message.
-// - Device memory is host memory; streams run synchronously; cuBLAS is a plain loop.
+// - Device memory is host memory; streams run synchronously; the warp matrix operations of
+//   mma.h are plain loops.
 // - CUDA_VISIBLE_DEVICES set to empty hides the emulated device, as it hides a real one.
 #pragma once
 
@@ -21,6 +22,7 @@
 #include <string.h>
 
 #include <functional>
+#include <type_traits>
 
 #define __global__
 #define __device__
@@ -29,6 +31,7 @@
 #define __launch_bounds__(...)
 #define __shared__ static
 #define __restrict__
+#define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
     unsigned x, y, z;
@@ -129,26 +132,47 @@ static inline float __half2float(__half h) { return emu_h2f(h.bits); }
 static inline __half __float2half_rn(float f) { return __half{emu_f2h(f)}; }
 static inline __half2 __floats2half2_rn(float a, float b) { return __half2{__float2half_rn(a), __float2half_rn(b)}; }
 
-// ---- cuBLAS ------------------------------------------------------------------------------
-
-typedef struct emu_blas *cublasHandle_t;
-typedef enum {
-    CUBLAS_STATUS_SUCCESS = 0,
-    CUBLAS_STATUS_NOT_INITIALIZED = 1,
-    CUBLAS_STATUS_ALLOC_FAILED = 3,
-    CUBLAS_STATUS_INVALID_VALUE = 7,
-    CUBLAS_STATUS_ARCH_MISMATCH = 8,
-    CUBLAS_STATUS_EXECUTION_FAILED = 13,
-    CUBLAS_STATUS_NOT_SUPPORTED = 15,
-} cublasStatus_t;
-typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
-typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2 } cudaDataType;
-typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
-typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
-cublasStatus_t cublasCreate(cublasHandle_t *h);
-cublasStatus_t cublasDestroy(cublasHandle_t h);
-cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t st);
-cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                            const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
-                            cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
-                            cublasComputeType_t compute, cublasGemmAlgo_t algo);
+// ---- warp matrix operations (mma.h) -----------------------------------------------------
+// Each thread holds a whole 16x16 tile (the warp's 32 copies agree), so the fragments'
+// distribution over lanes, which CUDA leaves unspecified, plays no part; one lane computes each
+// product for its warp (emu_mma). Pointers must be 32-byte aligned and ldm a multiple of 16
+// bytes, as CUDA requires; the emulator aborts otherwise.
+void __syncwarp(unsigned mask = 0xffffffffu);
+void emu_wmma_check(const void *p, unsigned ldm, size_t elem);
+void emu_mma(float d[16][16], const float a[16][16], const float b[16][16], const float c[16][16]);
+bool emu_warp_leader(); // the lane that computes the warp's products: only it needs A and B
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
+    float v[16][16]; // a: [m][k], b: [k][n], accumulator: [m][n]
+};
+template <typename U, typename T, typename L> inline void fill_fragment(fragment<U, 16, 16, 16, T, L> &f, float x) {
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) f.v[i][j] = x;
+}
+template <typename U, typename L>
+inline void load_matrix_sync(fragment<U, 16, 16, 16, __half, L> &f, const __half *p, unsigned ldm) {
+    emu_wmma_check(p, ldm, 2);
+    if (!emu_warp_leader()) return;
+    const bool row = std::is_same<L, row_major>::value;
+    for (int i = 0; i < 16; i++) // (i, j) of the fragment's matrix: rows of A or of B (k)
+        for (int j = 0; j < 16; j++) f.v[i][j] = __half2float(row ? p[(size_t)i * ldm + j] : p[i + (size_t)j * ldm]);
+}
+template <typename T, typename L>
+inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment<matrix_a, 16, 16, 16, T, row_major> &a,
+                     const fragment<matrix_b, 16, 16, 16, T, L> &b, const fragment<accumulator, 16, 16, 16, float> &c) {
+    emu_mma(d.v, a.v, b.v, c.v);
+}
+inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f, unsigned ldm, layout_t l) {
+    emu_wmma_check(p, ldm, 4);
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) (l == mem_row_major ? p[(size_t)i * ldm + j] : p[i + (size_t)j * ldm]) = f.v[i][j];
+}
+} // namespace wmma
+} // namespace nvcuda

@@ -7,6 +7,7 @@
  *  - generated qwen3 and qwen35 models quantized to Q4_K_M, four sequences stepping together
  *    past a KV block boundary, two of them continuing from a shared prefix (KV blocks copied
  *    on write; the DeltaNet state copied);
+ *  - batch invariance: a sequence's logits are bit-identical alone and among four others;
  *  - device selection: auto picks the GPU, and the CPU for --exact, which cuda refuses; a
  *    context far larger than the GPU fails with DP_ENOMEM and a budget fitted from the GPU's
  *    free memory succeeds.
@@ -209,6 +210,53 @@ static void test_gpu_paged_batched_decode_matches_cpu(void **state) {
     paged_batched(ENG_ARCH_QWEN35);
 }
 
+/* Sequence 0's logits, bit for bit, decoded alone and among four others whose prompts share its
+ * steps (prompt tokens of all five in one call, then every step together). */
+static void batch_invariant(eng_arch arch) {
+    eng_model *m;
+    dp_err err = {0};
+    if (eng_model_load(quantized(arch), &m, &err)) fail_msg("%s", err.msg);
+    const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
+    enum { P = 20, STEPS = 8, S = 5 };
+    float *alone = malloc((size_t)(STEPS + 1) * V * sizeof(float));
+    for (int run = 0; run < 2; run++) {
+        const int n_seq = run == 0 ? 1 : S;
+        eng_context *g = context(m, ENG_DEVICE_CUDA, false, 256, (uint32_t)n_seq);
+        int32_t tok[S * P], pos[S * P], seq[S * P], cur[S], len[S];
+        int n = 0;
+        for (int s = 0; s < n_seq; s++) { /* prompts of 20, 13, 16, 19, 22 tokens */
+            len[s] = s == 0 ? P : 10 + 3 * s;
+            for (int i = 0; i < len[s]; i++) tok[n] = (i * 53 + 17 * s + 3) % V, pos[n] = i, seq[n] = s, n++;
+        }
+        int8_t want[S * P] = {0};
+        for (int s = 0, at = 0; s < n_seq; at += len[s], s++) want[at + len[s] - 1] = 1;
+        eng_batch b = {n, tok, pos, seq, want};
+        if (eng_decode(g, &b, &err)) fail_msg("%s", err.msg);
+        for (int step = 0; step <= STEPS; step++) {
+            const float *l0 = eng_get_logits(g, 0);
+            if (run == 0) memcpy(alone + (size_t)step * V, l0, (size_t)V * sizeof(float));
+            else if (memcmp(alone + (size_t)step * V, l0, (size_t)V * sizeof(float)))
+                fail_msg("%s: sequence 0's logits at step %d differ alone and among %d sequences",
+                         arch == ENG_ARCH_QWEN35 ? "qwen35" : "qwen3", step, S);
+            if (step == STEPS) break;
+            for (int s = 0; s < n_seq; s++) cur[s] = eng_argmax(eng_get_logits(g, s), V), pos[s] = len[s]++, seq[s] = s;
+            int8_t all[S] = {1, 1, 1, 1, 1};
+            eng_batch one = {n_seq, cur, pos, seq, all};
+            if (eng_decode(g, &one, &err)) fail_msg("%s", err.msg);
+        }
+        eng_context_free(g);
+    }
+    free(alone);
+    eng_model_free(m);
+}
+
+static void test_gpu_results_are_batch_invariant(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    batch_invariant(ENG_ARCH_QWEN3);
+    batch_invariant(ENG_ARCH_QWEN35);
+}
+
 static void test_gpu_device_selection_and_memory(void **state) {
     (void)state;
     SKIP_WITHOUT_GPU();
@@ -252,6 +300,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_fixture_models_match_cpu),
         cmocka_unit_test(test_gpu_paged_batched_decode_matches_cpu),
+        cmocka_unit_test(test_gpu_results_are_batch_invariant),
         cmocka_unit_test(test_gpu_device_selection_and_memory),
     };
     return cmocka_run_group_tests_name("gpu_model", tests, setup, NULL);

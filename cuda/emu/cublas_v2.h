@@ -1,3 +1,0 @@
-// cublas_v2.h - stand-in for the CUDA header under the emulator (emu.h)
-#pragma once
-#include "emu.h"
