@@ -6,7 +6,7 @@
 //   the forward pass hands to every op) to their device copies.
 // - Every op is enqueued on one stream, in order; nothing waits except to_host, sync and
 //   begin_step (which must not overwrite the pinned staging buffer while a copy from it may
-//   still be pending). CUDA and cuBLAS errors are latched, first one wins, and reported by
+//   still be pending). CUDA errors are latched, first one wins, and reported by
 //   the next sync, naming the op.
 // - begin_step packs the step's integer arrays into one pinned buffer and uploads it with
 //   one copy; ops given one of the step's host arrays read its device twin.
