@@ -5,8 +5,9 @@
 // - conv: one thread per channel walks the step's tokens in order, so a sequence's tokens see
 //   the state its earlier tokens left, exactly as the CPU loop does.
 // - The delta rule runs token by token (the recurrent form) for prompts and decode alike: one
-//   thread block per (sequence, value head), thread j holding row j of the head's dv x dk
-//   state in registers for the whole step, so the state is read and written once per step.
+//   thread block per (sequence, value head), thread j (a pair of threads for dk = 128) holding
+//   row j of the head's dv x dk state in registers for the whole step, so the state is read
+//   and written once per step.
 //   Prompts get their parallelism from heads x sequences; a chunk-wise form for long
 //   single-sequence prompts is future work.
 // - The gated RMSNorm is fused after each token's output: one block reduction over dv.
@@ -64,21 +65,25 @@ __global__ void k_dn_norm(gk_dn a) {
     for (int i = lane; i < a.dk; i += 32) v[i] *= s;
 }
 
-template <int DK> __global__ void k_dn_rec(gk_dn a) {
+// SPLIT threads share a state row, DK / SPLIT elements each (DK = 128 would need 128 registers
+// for the row alone and spill), their partial dot products summed with one shuffle.
+template <int DK, int SPLIT> __global__ void k_dn_rec(gk_dn a) {
+    constexpr int DKP = DK / SPLIT;
     __shared__ float qs[DK], ks[DK], part[33];
-    const int g = blockIdx.x, h = blockIdx.y, j = threadIdx.x, dv = a.dv, kh = h % a.n_k;
-    const bool row = j < dv;
+    const int g = blockIdx.x, h = blockIdx.y, j = threadIdx.x / SPLIT, p0 = (threadIdx.x % SPLIT) * DKP;
+    const int dv = a.dv, kh = h % a.n_k;
+    const bool row = j < dv, lead = row && threadIdx.x % SPLIT == 0;
     const int *idx = a.order + a.start[g];
     const int n = a.start[g + 1] - a.start[g];
-    float *Sg = a.ssm_state + ((size_t)a.seq[idx[0]] * a.n_v + h) * (size_t)dv * DK + (size_t)j * DK;
-    float S[DK];
+    float *Sg = a.ssm_state + ((size_t)a.seq[idx[0]] * a.n_v + h) * (size_t)dv * DK + (size_t)j * DK + p0;
+    float S[DKP];
 #pragma unroll
-    for (int i = 0; i < DK; i++) S[i] = row ? Sg[i] : 0.0f;
+    for (int i = 0; i < DKP; i++) S[i] = row ? Sg[i] : 0.0f;
     const float A = a.ssm_a[h], dt = a.dt_bias[h], nw = row ? a.norm_w[j] : 0.0f;
     for (int r = 0; r < n; r++) {
         const int t = idx[r];
         const float *x = a.scratch + (size_t)t * a.ch_n;
-        for (int i = j; i < DK; i += blockDim.x) {
+        for (int i = threadIdx.x; i < DK; i += blockDim.x) {
             qs[i] = x[(size_t)kh * DK + i];
             ks[i] = x[(size_t)a.n_k * DK + (size_t)kh * DK + i];
         }
@@ -88,31 +93,34 @@ template <int DK> __global__ void k_dn_rec(gk_dn a) {
         const float v = row ? x[(size_t)2 * a.n_k * DK + (size_t)h * dv + j] : 0.0f;
         float u = 0.0f;
 #pragma unroll
-        for (int i = 0; i < DK; i++) {
+        for (int i = 0; i < DKP; i++) {
             S[i] *= decay;
-            u += S[i] * ks[i];
+            u += S[i] * ks[p0 + i];
         }
+        if (SPLIT == 2) u += __shfl_xor_sync(0xffffffffu, u, 1);
         const float delta = beta * (v - u);
         float o = 0.0f;
 #pragma unroll
-        for (int i = 0; i < DK; i++) {
-            S[i] += ks[i] * delta;
-            o += S[i] * qs[i];
+        for (int i = 0; i < DKP; i++) {
+            S[i] += ks[p0 + i] * delta;
+            o += S[i] * qs[p0 + i];
         }
-        const float ss = block_sum(row ? o * o : 0.0f, part); // also orders qs/ks reuse
+        if (SPLIT == 2) o += __shfl_xor_sync(0xffffffffu, o, 1);
+        const float ss = block_sum(lead ? o * o : 0.0f, part); // also orders qs/ks reuse
         const float scale = 1.0f / sqrtf(ss / (float)dv + a.eps);
-        if (row) {
+        if (lead) {
             const size_t at = (size_t)t * a.n_v * dv + (size_t)h * dv + j;
             a.out[at] = (o * scale) * nw * silu_f(a.z[at]);
         }
     }
     if (row)
 #pragma unroll
-        for (int i = 0; i < DK; i++) Sg[i] = S[i];
+        for (int i = 0; i < DKP; i++) Sg[i] = S[i];
 }
 
 bool gk_deltanet_supported(int dk, int dv, int kernel) {
-    return (dk == 16 || dk == 32 || dk == 64 || dk == 128) && dv >= 1 && dv <= 1024 && kernel >= 1 && kernel <= 16;
+    return (dk == 16 || dk == 32 || dk == 64 || dk == 128) && dv >= 1 && dv * (dk == 128 ? 2 : 1) <= 1024 &&
+           kernel >= 1 && kernel <= 16;
 }
 
 void gk_deltanet(const gk_dn *a, cudaStream_t st) {
@@ -123,9 +131,9 @@ void gk_deltanet(const gk_dn *a, cudaStream_t st) {
     const dim3 grid((unsigned)a->n_groups, (unsigned)a->n_v);
     const int bs = (a->dv + 31) / 32 * 32;
     switch (a->dk) {
-    case 16: GK_LAUNCH(k_dn_rec<16>, grid, bs, st, *a); break;
-    case 32: GK_LAUNCH(k_dn_rec<32>, grid, bs, st, *a); break;
-    case 64: GK_LAUNCH(k_dn_rec<64>, grid, bs, st, *a); break;
-    default: GK_LAUNCH(k_dn_rec<128>, grid, bs, st, *a); break;
+    case 16: GK_LAUNCH(k_dn_rec<16 GK_COMMA 1>, grid, bs, st, *a); break;
+    case 32: GK_LAUNCH(k_dn_rec<32 GK_COMMA 1>, grid, bs, st, *a); break;
+    case 64: GK_LAUNCH(k_dn_rec<64 GK_COMMA 1>, grid, bs, st, *a); break;
+    default: GK_LAUNCH(k_dn_rec<128 GK_COMMA 2>, grid, 2 * bs, st, *a); break;
     }
 }
