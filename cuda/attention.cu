@@ -12,6 +12,7 @@
 #include <math.h>
 
 #include "kernels.cuh"
+#include "reduce.cuh"
 
 #define ATT_WARPS 4
 #define MAX_D (GK_ATTN_MAX_HD / 32)
@@ -82,9 +83,7 @@ template <typename KT> __global__ void __launch_bounds__(ATT_WARPS * 32) k_atten
             float s = 0.0f;
 #pragma unroll
             for (int d = 0; d < MAX_D; d++) s += q[g][d] * kv[d];
-#pragma unroll
-            for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-            s *= a.scale;
+            s = warp_sum(s) * a.scale;
             const float mn = fmaxf(m[g], s), corr = expf(m[g] - mn), w = expf(s - mn);
             l[g] = l[g] * corr + w;
 #pragma unroll

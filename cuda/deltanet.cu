@@ -15,25 +15,10 @@
 #include <math.h>
 
 #include "kernels.cuh"
+#include "reduce.cuh"
 
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float softplus_f(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-
-// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
-__device__ float block_sum(float v, float *part) {
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        v = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0f;
-        for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (threadIdx.x == 0) part[32] = v;
-    }
-    __syncthreads();
-    v = part[32];
-    __syncthreads(); // part is reused by the next call
-    return v;
-}
 
 __global__ void k_dn_conv(gk_dn a) {
     const int ch = blockIdx.x * blockDim.x + threadIdx.x, ch_n = a.ch_n, K = a.kernel;
@@ -59,7 +44,7 @@ __global__ void k_dn_norm(gk_dn a) {
     float *v = a.scratch + (size_t)t * a.ch_n + (size_t)part * a.n_k * a.dk + (size_t)h * a.dk;
     float ss = 0.0f;
     for (int i = lane; i < a.dk; i += 32) ss += v[i] * v[i];
-    for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    ss = warp_sum(ss);
     const float n = sqrtf(ss), inv = 1.0f / (n > a.eps ? n : a.eps);
     const float s = part == 0 ? inv * (1.0f / sqrtf((float)a.dk)) : inv;
     for (int i = lane; i < a.dk; i += 32) v[i] *= s;

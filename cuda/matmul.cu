@@ -15,6 +15,7 @@
 
 #include "deq.cuh"
 #include "kernels.cuh"
+#include "reduce.cuh"
 
 using namespace nvcuda;
 
@@ -43,9 +44,7 @@ __global__ void __launch_bounds__(MV_WARPS * 32)
     }
 #pragma unroll
     for (int t = 0; t < NT; t++) {
-        float s = sum[t];
-#pragma unroll
-        for (int off = 16; off; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        const float s = warp_sum(sum[t]);
         if (lane == 0) y[(size_t)t * ldy + row] = s;
     }
 }

@@ -5,6 +5,7 @@
 // double loop there) and by the libm behind sinf/cosf/expf.
 #include "deq.cuh"
 #include "kernels.cuh"
+#include "reduce.cuh"
 
 static unsigned blocks_for(int64_t n, int bs) { return (unsigned)((n + bs - 1) / bs); }
 
@@ -34,21 +35,13 @@ void gk_get_rows(int type, const uint8_t *w, size_t row_bytes, int K, const int3
 
 // One block per row; the sum of squares reduced through shared memory.
 __global__ void k_rmsnorm(const float *x, int ldx, const float *w, float *y, int ldy, int n, float eps) {
-    __shared__ float part[32];
+    __shared__ float part[33];
     const float *xr = x + (size_t)blockIdx.x * ldx;
     float *yr = y + (size_t)blockIdx.x * ldy;
     float ss = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
-    for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        ss = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0f;
-        for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        if (threadIdx.x == 0) part[0] = ss;
-    }
-    __syncthreads();
-    const float scale = 1.0f / sqrtf(part[0] / (float)n + eps);
+    ss = block_sum(ss, part);
+    const float scale = 1.0f / sqrtf(ss / (float)n + eps);
     // in place (x == y) is safe: every thread reads its own elements before writing them
     for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __fmul_rn(__fmul_rn(xr[i], scale), w[i]);
 }

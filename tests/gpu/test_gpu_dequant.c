@@ -2,30 +2,17 @@
  * test_gpu_dequant.c - parity of the CUDA dequantization kernels with the CPU reference
  * (bit-exact), on random blocks of every supported type. Skips without a CUDA device.
  */
-#include "testutil.h"
+#include "gputest.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu.h"
 #include "quant.h"
 
-static int g_dev = -1;
-
-static int setup(void **state) {
-    (void)state;
-    int n = 0;
-    dp_err err = {0};
-    if (gpu_device_count(&n, &err) == DP_OK && n > 0) g_dev = 0;
-    return 0;
-}
 
 static void test_gpu_dequant_matches_cpu_reference_bit_exactly(void **state) {
     (void)state;
-    if (g_dev < 0) {
-        print_message("[  SKIPPED ] no CUDA device on this machine\n");
-        skip();
-    }
+    SKIP_WITHOUT_GPU();
     gpu_device_info info;
     dp_err err = {0};
     assert_int_equal(gpu_device_get_info(g_dev, &info, &err), DP_OK);
@@ -58,5 +45,5 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_dequant_matches_cpu_reference_bit_exactly),
     };
-    return cmocka_run_group_tests_name("gpu_dequant", tests, setup, NULL);
+    return cmocka_run_group_tests_name("gpu_dequant", tests, gpu_setup, NULL);
 }

@@ -5,32 +5,15 @@
  * batch invariance: a token's results are bit-identical whatever else is in the call. Row counts that do not fill a thread block, K of an odd number of super-blocks,
  * and the widest rows of a 4B model are among the shapes. Skips without a CUDA device.
  */
-#include "testutil.h"
+#include "gputest.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu.h"
 #include "quant.h"
 
-static int g_dev = -1;
 
-static int setup(void **state) {
-    (void)state;
-    int n = 0;
-    dp_err err = {0};
-    if (gpu_device_count(&n, &err) == DP_OK && n > 0) g_dev = 0;
-    return 0;
-}
-
-#define SKIP_WITHOUT_GPU()                                                                                             \
-    do {                                                                                                               \
-        if (g_dev < 0) {                                                                                               \
-            print_message("[  SKIPPED ] no CUDA device on this machine\n");                                            \
-            skip();                                                                                                    \
-        }                                                                                                              \
-    } while (0)
 
 static void check_type(int type, int N, int K, int n_tok) {
     uint64_t s = 1234 + (uint64_t)type * 77 + (uint64_t)n_tok;
@@ -135,5 +118,5 @@ int main(void) {
         cmocka_unit_test(test_gpu_matmul_is_batch_invariant),
         cmocka_unit_test(test_gpu_matmul_handles_wide_rows_and_many_tokens),
     };
-    return cmocka_run_group_tests_name("gpu_matmul", tests, setup, NULL);
+    return cmocka_run_group_tests_name("gpu_matmul", tests, gpu_setup, NULL);
 }

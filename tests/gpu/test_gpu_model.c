@@ -13,7 +13,7 @@
  *    free memory succeeds.
  * Skips without a CUDA device (and the fixture part without ../shared/fixtures).
  */
-#include "testutil.h"
+#include "gputest.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,25 +21,8 @@
 #include <string.h>
 
 #include "engine.h"
-#include "gpu.h"
 
-static int g_dev = -1;
 
-static int setup(void **state) {
-    (void)state;
-    int n = 0;
-    dp_err err = {0};
-    if (gpu_device_count(&n, &err) == DP_OK && n > 0) g_dev = 0;
-    return 0;
-}
-
-#define SKIP_WITHOUT_GPU()                                                                                             \
-    do {                                                                                                               \
-        if (g_dev < 0) {                                                                                               \
-            print_message("[  SKIPPED ] no CUDA device on this machine\n");                                            \
-            skip();                                                                                                    \
-        }                                                                                                              \
-    } while (0)
 
 static eng_context *context(eng_model *m, eng_device dev, bool exact, uint32_t n_ctx, uint32_t n_seq) {
     eng_context_params cp = eng_context_default_params();
@@ -304,5 +287,5 @@ int main(void) {
         cmocka_unit_test(test_gpu_results_are_batch_invariant),
         cmocka_unit_test(test_gpu_device_selection_and_memory),
     };
-    return cmocka_run_group_tests_name("gpu_model", tests, setup, NULL);
+    return cmocka_run_group_tests_name("gpu_model", tests, gpu_setup, NULL);
 }
