@@ -19,6 +19,14 @@ extern "C" {
 
 __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
+// A vector load's address must be aligned to the vector on a GPU (a fault otherwise); the
+// emulator checks it, since host loads would not care.
+#ifdef DP_CUDA_EMU
+#define VEC(T, p) ((const T *)emu_aligned((p), sizeof(T)))
+#else
+#define VEC(T, p) ((const T *)(p))
+#endif
+
 __device__ __forceinline__ void k_scale_min(int j, const uint8_t *s, int *sc, int *mn) {
     if (j < 4) {
         *sc = s[j] & 63;
@@ -32,7 +40,7 @@ __device__ __forceinline__ void k_scale_min(int j, const uint8_t *s, int *sc, in
 template <int TYPE> __device__ __forceinline__ void deq32(const uint8_t *row, int c, float *o);
 
 template <> __device__ __forceinline__ void deq32<ENG_TYPE_F32>(const uint8_t *row, int c, float *o) {
-    const float4 *p = (const float4 *)row + 8 * c;
+    const float4 *p = VEC(float4, row + 128 * (size_t)c);
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         const float4 v = p[i];
@@ -41,7 +49,7 @@ template <> __device__ __forceinline__ void deq32<ENG_TYPE_F32>(const uint8_t *r
 }
 
 template <> __device__ __forceinline__ void deq32<ENG_TYPE_F16>(const uint8_t *row, int c, float *o) {
-    const uint4 *p = (const uint4 *)row + 4 * c; // 64 bytes, rows of K % 32 == 0 stay 64-aligned
+    const uint4 *p = VEC(uint4, row + 64 * (size_t)c); // rows of K % 32 == 0 stay 64-aligned
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const uint4 v = p[i];
@@ -55,7 +63,7 @@ template <> __device__ __forceinline__ void deq32<ENG_TYPE_F16>(const uint8_t *r
 }
 
 template <> __device__ __forceinline__ void deq32<ENG_TYPE_BF16>(const uint8_t *row, int c, float *o) {
-    const uint4 *p = (const uint4 *)row + 4 * c;
+    const uint4 *p = VEC(uint4, row + 64 * (size_t)c);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const uint4 v = p[i];
@@ -71,7 +79,7 @@ template <> __device__ __forceinline__ void deq32<ENG_TYPE_BF16>(const uint8_t *
 template <> __device__ __forceinline__ void deq32<ENG_TYPE_Q8_0>(const uint8_t *row, int c, float *o) {
     const eng_block_q8_0 *b = (const eng_block_q8_0 *)row + c; // 34-byte blocks: 2-byte aligned
     const float s = h2f(b->d);
-    const uint16_t *q = (const uint16_t *)b->qs;
+    const uint16_t *q = VEC(uint16_t, b->qs);
 #pragma unroll
     for (int i = 0; i < 16; i++) {
         const uint16_t w = q[i];
@@ -83,7 +91,7 @@ template <> __device__ __forceinline__ void deq32<ENG_TYPE_Q8_0>(const uint8_t *
 template <> __device__ __forceinline__ void deq32<ENG_TYPE_Q4_0>(const uint8_t *row, int c, float *o) {
     const eng_block_q4_0 *b = (const eng_block_q4_0 *)row + c; // 18-byte blocks: 2-byte aligned
     const float s = h2f(b->d);
-    const uint16_t *q = (const uint16_t *)b->qs;
+    const uint16_t *q = VEC(uint16_t, b->qs);
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         const uint16_t w = q[i];
@@ -107,7 +115,7 @@ template <> __device__ __forceinline__ void deq32<ENG_TYPE_Q4_1>(const uint8_t *
 }
 
 __device__ __forceinline__ uint32_t qh32(const uint8_t *qh) {
-    const uint16_t *h = (const uint16_t *)qh;
+    const uint16_t *h = VEC(uint16_t, qh);
     return (uint32_t)h[0] | ((uint32_t)h[1] << 16);
 }
 
@@ -139,7 +147,7 @@ template <> __device__ __forceinline__ void deq32<ENG_TYPE_Q4_K>(const uint8_t *
     int sc, mn;
     k_scale_min(sb, b->scales, &sc, &mn);
     const float d1 = __fmul_rn(h2f(b->d), (float)sc), m1 = __fmul_rn(h2f(b->dmin), (float)mn);
-    const uint4 *q = (const uint4 *)(b->qs + 32 * (sb / 2));
+    const uint4 *q = VEC(uint4, b->qs + 32 * (sb / 2));
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const uint4 v = q[i];
@@ -158,7 +166,7 @@ template <> __device__ __forceinline__ void deq32<ENG_TYPE_Q5_K>(const uint8_t *
     int sc, mn;
     k_scale_min(sb, b->scales, &sc, &mn);
     const float d1 = __fmul_rn(h2f(b->d), (float)sc), m1 = __fmul_rn(h2f(b->dmin), (float)mn);
-    const uint4 *q = (const uint4 *)(b->qs + 32 * (sb / 2)), *h = (const uint4 *)b->qh;
+    const uint4 *q = VEC(uint4, b->qs + 32 * (sb / 2)), *h = VEC(uint4, b->qh);
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const uint4 v = q[i], hv = h[i];
@@ -180,7 +188,7 @@ template <> __device__ __forceinline__ void deq32<ENG_TYPE_Q6_K>(const uint8_t *
     const int lshift = 4 * (part >> 1), hshift = 2 * part;
     const float d = h2f(b->d);
     const float s0 = __fmul_rn(d, (float)scl[0]), s1 = __fmul_rn(d, (float)scl[1]);
-    const uint16_t *ql16 = (const uint16_t *)ql, *qh16 = (const uint16_t *)qh;
+    const uint16_t *ql16 = VEC(uint16_t, ql), *qh16 = VEC(uint16_t, qh);
 #pragma unroll
     for (int i = 0; i < 16; i++) {
         const uint16_t lw = ql16[i], hw = qh16[i];

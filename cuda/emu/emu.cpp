@@ -104,6 +104,15 @@ static void resume(int i) {
 #endif
 }
 
+const void *emu_aligned(const void *p, size_t align) {
+    if ((uintptr_t)p % align) {
+        fprintf(stderr, "cuda emulator: a %zu-byte vector load from %p, which is not %zu-byte aligned (a fault on a "
+                        "GPU)\n", align, p, align);
+        abort();
+    }
+    return p;
+}
+
 void __syncthreads() {
     g_fib[g_cur].state = WAIT_BLOCK;
     yield_to_scheduler();

@@ -57,6 +57,8 @@ extern dim3 emu_block_dim, emu_grid_dim;
 #define gridDim (emu_grid_dim)
 
 void __syncthreads();
+// p, after checking that it is aligned to align bytes (aborts naming it otherwise)
+const void *emu_aligned(const void *p, size_t align);
 float emu_shfl_xor(float v, int lane_mask);
 static inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
     (void)mask;
