@@ -50,6 +50,7 @@ struct eng_context {
     eng_kv_layer *kv;     /* [n_attn_layers] */
     eng_rec_layer *rec;   /* [n_rec_layers] */
     size_t rec_bytes_per_seq;
+    size_t conv_per_seq, ssm_per_seq; /* floats of one sequence's conv and delta state, per layer */
     int32_t *seq_len;     /* [n_seq] positions held */
     /* the paged KV cache: blocks of ENG_KV_BLOCK positions, shared by reference */
     int32_t n_blocks, max_bps; /* blocks in the pool; blocks a sequence can hold */

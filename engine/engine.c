@@ -151,6 +151,8 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
     if (!c->rec) goto oom;
     const size_t conv_per_seq = (size_t)(in->ssm_conv_kernel ? in->ssm_conv_kernel - 1 : 0) * conv_ch;
     const size_t ssm_per_seq = Hv * dv * in->ssm_d_state;
+    c->conv_per_seq = conv_per_seq;
+    c->ssm_per_seq = ssm_per_seq;
     c->rec_bytes_per_seq = (conv_per_seq + ssm_per_seq) * 4 * in->n_rec_layers;
     for (uint32_t i = 0; i < in->n_rec_layers; i++) {
         c->rec[i].conv = be->ops->alloc(be, ((size_t)c->n_seq * conv_per_seq + 1) * 4);
@@ -350,10 +352,7 @@ void eng_seq_clear(eng_context *c, int32_t seq) {
     const eng_model_info *in = &c->model->info;
     c->seq_len[seq] = 0;
     blocks_release(c, seq);
-    const size_t inner = in->ssm_d_inner, Hv = in->ssm_dt_rank;
-    const size_t conv_ch = in->n_rec_layers ? 2 * (size_t)in->ssm_n_group * in->ssm_d_state + inner : 0;
-    const size_t conv_per_seq = (size_t)(in->ssm_conv_kernel ? in->ssm_conv_kernel - 1 : 0) * conv_ch;
-    const size_t ssm_per_seq = Hv ? Hv * (inner / Hv) * in->ssm_d_state : 0;
+    const size_t conv_per_seq = c->conv_per_seq, ssm_per_seq = c->ssm_per_seq;
     for (uint32_t i = 0; i < in->n_rec_layers; i++) {
         c->be->ops->fill0(c->be, c->rec[i].conv + (size_t)seq * conv_per_seq, conv_per_seq * 4);
         c->be->ops->fill0(c->be, c->rec[i].ssm + (size_t)seq * ssm_per_seq, ssm_per_seq * 4);
@@ -369,10 +368,7 @@ void eng_seq_copy(eng_context *c, int32_t src, int32_t dst) {
     int32_t *dt = c->blk_table + (size_t)dst * c->max_bps;
     for (int32_t i = 0; i < c->max_bps; i++)
         if ((dt[i] = st[i]) >= 0) c->blk_ref[st[i]]++;
-    const size_t inner = in->ssm_d_inner, Hv = in->ssm_dt_rank;
-    const size_t conv_ch = in->n_rec_layers ? 2 * (size_t)in->ssm_n_group * in->ssm_d_state + inner : 0;
-    const size_t conv_per_seq = (size_t)(in->ssm_conv_kernel ? in->ssm_conv_kernel - 1 : 0) * conv_ch;
-    const size_t ssm_per_seq = Hv ? Hv * (inner / Hv) * in->ssm_d_state : 0;
+    const size_t conv_per_seq = c->conv_per_seq, ssm_per_seq = c->ssm_per_seq;
     eng_backend *be = c->be;
     for (uint32_t i = 0; i < in->n_rec_layers; i++) {
         be->ops->copy(be, c->rec[i].conv + (size_t)dst * conv_per_seq, c->rec[i].conv + (size_t)src * conv_per_seq,
