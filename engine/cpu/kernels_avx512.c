@@ -28,6 +28,7 @@
 #include "kernels.h"
 #include "kscales.h"
 #include "quant.h"
+#include "tile_avx512.h"
 
 static inline float f16(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -142,22 +143,13 @@ static float dot_q5_k(int64_t k, const void *w, const void *x) {
 /* Q6_K: S - M, with M = 32 * sum scale * bsum, as lane sums. 16-value sub-blocks, so a 64-value
  * vector spans four scales. */
 static inline __m512i q6_block(const eng_block_q6_k *a, const eng_block_q8_k *y) {
-    const __m512i m4 = _mm512_set1_epi8(0xF), m30 = _mm512_set1_epi8(0x30);
-    /* qh bits 0-1 / 2-3 (values 0..63 of a half) and 4-5 / 6-7 (values 64..127) to bits 4-5 */
-    const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
-    const __m512i shr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     const __m512i quad = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i sw = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->scales)));
     __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
 #pragma GCC unroll 2
     for (int half = 0; half < 2; half++) {
-        /* two 32-byte loads: one 64-byte load splits a cache line in most 210-byte blocks, and
-         * streaming from DRAM measured 10-25 % slower that way */
-        const __m512i L = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a->ql + 64 * half))),
-                                             _mm256_loadu_si256((const __m256i *)(a->ql + 64 * half + 32)), 1);
-        const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a->qh + 32 * half)));
-        const __m512i q0 = _mm512_ternarylogic_epi32(L, m4, _mm512_and_si512(_mm512_sllv_epi16(H, shl), m30), 0xEA);
-        const __m512i q1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(L, 4), m4, _mm512_and_si512(_mm512_srlv_epi16(H, shr), m30), 0xEA);
+        __m512i q0, q1;
+        eng_half_q6_k(a, half, &q0, &q1);
         const __m512i s0 = _mm512_permutexvar_epi16(_mm512_add_epi16(quad, _mm512_set1_epi16((short)(8 * half))), sw);
         const __m512i s1 = _mm512_permutexvar_epi16(_mm512_add_epi16(quad, _mm512_set1_epi16((short)(8 * half + 4))), sw);
         acc0 = _mm512_dpwssd_epi32(acc0, _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y->qs + 128 * half)), s0);
@@ -378,85 +370,6 @@ size_t eng_gemm_ws_avx512(int64_t k);
 /* enough for a K-quant tile (k / 256 blocks) or a Q8_0 tile (k / 32 blocks, TB8 bytes each) */
 size_t eng_gemm_ws_avx512(int64_t k) { return (size_t)(k / 256) * TB_BYTES(16) + (size_t)(k / 32 + 1) * (8 * 64 + 128) + 64; }
 
-/* A tile's rows are one contiguous run: read it front to back before decoding it. Decoding walks
- * the 16 rows block by block, and that pattern streams from DRAM at less than half the speed of a
- * sequential read on the machines measured (12.8 against 28 GB/s per core). */
-static inline void read_through(const uint8_t *p, size_t n) {
-    __m512i sink = _mm512_setzero_si512();
-    for (const uint8_t *e = p + n; p + 64 <= e; p += 64)
-        sink = _mm512_or_si512(sink, _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p)));
-    __asm__ volatile("" : : "v"(sink));
-}
-
-/* 16 x 16 transpose of 32-bit elements: r[i] = row i in, column i out. */
-static inline void transpose16(__m512i r[16]) {
-    __m512i t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    __m512i u[16];
-    for (int i = 0; i < 4; i++) {
-        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    /* u[4i+k], 128-bit lane L = column 4L+k of rows 4i..4i+3 */
-    for (int k = 0; k < 4; k++) {
-        const __m512i v0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x88), v1 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xDD);
-        const __m512i w0 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x88), w1 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xDD);
-        r[k] = _mm512_shuffle_i32x4(v0, w0, 0x88);
-        r[8 + k] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
-        r[4 + k] = _mm512_shuffle_i32x4(v1, w1, 0x88);
-        r[12 + k] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
-    }
-}
-
-/* Values 64 qi .. 64 qi + 63 of one block, unsigned. */
-static inline __m512i quarter_q4_k(const uint8_t *blk, int qi) {
-    const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + offsetof(eng_block_q4_k, qs) + 32 * qi));
-    return _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1), _mm512_set1_epi8(0xF));
-}
-
-static inline __m512i quarter_q5_k(const uint8_t *blk, int qi) {
-    const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + offsetof(eng_block_q5_k, qs) + 32 * qi));
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + offsetof(eng_block_q5_k, qh)));
-    const __m512i lo = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1), _mm512_set1_epi8(0xF));
-    const __m512i hb = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * qi))),
-                                          _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * qi + 1)), 1);
-    return _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(hb, _mm512_set1_epi8(1)), 4));
-}
-
-/* 16 x 16 byte transpose: r[i] = row i in, column i out. */
-static inline void transpose_bytes16(__m128i r[16]) {
-    __m128i a[16], b[16];
-    for (int i = 0; i < 8; i++) {
-        a[i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]); /* 16-bit unit c: column c of rows 2i, 2i+1 */
-        a[8 + i] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
-    }
-    for (int h = 0; h < 2; h++)
-        for (int i = 0; i < 4; i++) { /* 32-bit unit c: column 8h + 4q + c of rows 4i .. 4i+3 */
-            b[8 * h + i] = _mm_unpacklo_epi16(a[8 * h + 2 * i], a[8 * h + 2 * i + 1]);
-            b[8 * h + 4 + i] = _mm_unpackhi_epi16(a[8 * h + 2 * i], a[8 * h + 2 * i + 1]);
-        }
-    for (int g = 0; g < 4; g++)
-        for (int i = 0; i < 2; i++) { /* 64-bit unit c: column 4g + 2p + c of rows 8i .. 8i+7 */
-            a[4 * g + i] = _mm_unpacklo_epi32(b[4 * g + 2 * i], b[4 * g + 2 * i + 1]);
-            a[4 * g + 2 + i] = _mm_unpackhi_epi32(b[4 * g + 2 * i], b[4 * g + 2 * i + 1]);
-        }
-    for (int k = 0; k < 8; k++) {
-        r[2 * k] = _mm_unpacklo_epi64(a[2 * k], a[2 * k + 1]);
-        r[2 * k + 1] = _mm_unpackhi_epi64(a[2 * k], a[2 * k + 1]);
-    }
-}
-
-/* Byte j of every row's scale field (16 bytes from off), one row per byte lane. */
-static inline void tile_scale_bytes(const uint8_t *const rp[TILE], size_t off, __m128i t[16]) {
-    for (int r = 0; r < TILE; r++) t[r] = _mm_loadu_si128((const __m128i *)(rp[r] + off));
-    transpose_bytes16(t);
-}
-
 enum { KQ4, KQ5, KQ6 };
 
 /* Unpacks rows [0, nr) (nr <= 16; missing rows read as zero blocks) of all nb blocks into tb. */
@@ -471,7 +384,7 @@ static inline __attribute__((always_inline)) void unpack_tile(int kind, const ui
     for (int r = 0; r < TILE; r++) offs[r] = (int32_t)((size_t)r * row_bytes) + d_off;
     const __m512i vidx = _mm512_loadu_si512(offs);
     const __mmask16 live = (__mmask16)((1u << nr) - 1);
-    read_through(w, (size_t)nr * row_bytes);
+    eng_read_through(w, (size_t)nr * row_bytes);
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *o = tb + (size_t)b * TB_BYTES(nsub);
         const uint8_t *rp[TILE];
@@ -484,7 +397,7 @@ static inline __attribute__((always_inline)) void unpack_tile(int kind, const ui
             for (int h = 0; h < 2; h++) {
                 __m512i v[16];
                 for (int r = 0; r < TILE; r++) v[r] = _mm512_loadu_si512(rp[r] + offsetof(eng_block_q4_k, qs) + 64 * h);
-                transpose16(v);
+                eng_transpose16(v);
                 for (int i = 0; i < 16; i++) {
                     const int g = 16 * (2 * h + i / 8) + i % 8;
                     _mm512_store_si512(o + 64 * g, _mm512_and_si512(v[i], m4));
@@ -494,8 +407,8 @@ static inline __attribute__((always_inline)) void unpack_tile(int kind, const ui
         } else if (kind == KQ5) {
             for (int qi = 0; qi < 4; qi++) {
                 __m512i v[16];
-                for (int r = 0; r < TILE; r++) v[r] = kind == KQ4 ? quarter_q4_k(rp[r], qi) : quarter_q5_k(rp[r], qi);
-                transpose16(v);
+                for (int r = 0; r < TILE; r++) v[r] = kind == KQ4 ? eng_quarter_q4_k(rp[r], qi) : eng_quarter_q5_k(rp[r], qi);
+                eng_transpose16(v);
                 for (int i = 0; i < 16; i++) _mm512_store_si512(o + 64 * (16 * qi + i), v[i]);
             }
         } else {
@@ -510,9 +423,9 @@ static inline __attribute__((always_inline)) void unpack_tile(int kind, const ui
                 l[1][r] = _mm512_loadu_si512(rp[r] + offsetof(eng_block_q6_k, ql) + 64);
                 hv[r] = _mm512_loadu_si512(rp[r] + offsetof(eng_block_q6_k, qh));
             }
-            transpose16(l[0]);
-            transpose16(l[1]);
-            transpose16(hv);
+            eng_transpose16(l[0]);
+            eng_transpose16(l[1]);
+            eng_transpose16(hv);
             for (int h = 0; h < 2; h++)
                 for (int k = 0; k < 8; k++) {
                     const __m512i a = l[h][k], bq = l[h][8 + k], q = hv[8 * h + k];
@@ -533,9 +446,9 @@ static inline __attribute__((always_inline)) void unpack_tile(int kind, const ui
         __m512i *sc = (__m512i *)(void *)(o + TB_Q), *mp = sc + nsub;
         /* scales transposed as bytes (one row per lane), then widened: sc[s] one dword per row;
          * mp[j] int16 pairs for vpdpwssd against bsums 2j, 2j+1 */
-        __m128i t[16];
         if (kind == KQ6) {
-            tile_scale_bytes(rp, offsetof(eng_block_q6_k, scales), t);
+            __m128i t[16];
+            eng_tile_scale_bytes(rp, offsetof(eng_block_q6_k, scales), t);
             for (int s = 0; s < 16; s++) _mm512_store_si512(sc + s, _mm512_cvtepi8_epi32(t[s]));
             for (int j = 0; j < 8; j++) {
                 const __m256i pr = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(t[2 * j], t[2 * j + 1])),
@@ -543,20 +456,12 @@ static inline __attribute__((always_inline)) void unpack_tile(int kind, const ui
                 _mm512_store_si512(mp + j, _mm512_slli_epi16(_mm512_cvtepi8_epi16(pr), 5)); /* M = 32 sum scale bsum */
             }
         } else {
-            /* the 6-bit fields of model-spec 2.2, for 16 rows at once (eng_k4_unpack_scales per lane) */
-            tile_scale_bytes(rp, kind == KQ4 ? offsetof(eng_block_q4_k, scales) : offsetof(eng_block_q5_k, scales), t);
-            const __m128i m6 = _mm_set1_epi8(63), m4 = _mm_set1_epi8(0xF), top = _mm_set1_epi8((char)0xC0);
+            /* the 6-bit fields of model-spec 2.2, for 16 rows at once */
+            __m128i scj[8], mnj[8];
+            eng_k4_scales16(rp, kind == KQ4 ? offsetof(eng_block_q4_k, scales) : offsetof(eng_block_q5_k, scales), scj, mnj);
             for (int j = 0; j < 8; j++) {
-                __m128i scj, mnj;
-                if (j < 4) {
-                    scj = _mm_and_si128(t[j], m6);
-                    mnj = _mm_and_si128(t[j + 4], m6);
-                } else {
-                    scj = _mm_or_si128(_mm_and_si128(t[j + 4], m4), _mm_srli_epi16(_mm_and_si128(t[j - 4], top), 2));
-                    mnj = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(t[j + 4], 4), m4), _mm_srli_epi16(_mm_and_si128(t[j], top), 2));
-                }
-                _mm512_store_si512(sc + j, _mm512_cvtepu8_epi32(scj));
-                const __m512i m32 = _mm512_cvtepu8_epi32(mnj);
+                _mm512_store_si512(sc + j, _mm512_cvtepu8_epi32(scj[j]));
+                const __m512i m32 = _mm512_cvtepu8_epi32(mnj[j]);
                 _mm512_store_si512(mp + j, _mm512_or_si512(m32, _mm512_slli_epi32(m32, 16))); /* each min twice */
             }
         }
@@ -644,7 +549,7 @@ static void tile_all_tokens(const uint8_t *tb, int64_t nb, int nsub, bool int_mi
 
 static void unpack_tile_q8_0(const uint8_t *w, size_t row_bytes, int nr, int64_t nb, uint8_t *tb) {
     static const alignas(64) uint8_t zero_block[64];
-    read_through(w, (size_t)nr * row_bytes);
+    eng_read_through(w, (size_t)nr * row_bytes);
     int32_t offs[TILE];
     for (int r = 0; r < TILE; r++) offs[r] = (int32_t)((size_t)r * row_bytes);
     const __m512i vidx = _mm512_loadu_si512(offs), ones = _mm512_set1_epi8(1);
@@ -658,7 +563,7 @@ static void unpack_tile_q8_0(const uint8_t *w, size_t row_bytes, int nr, int64_t
             v[r] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)),
                                       _mm256_loadu_si256((const __m256i *)p1), 1);
         }
-        transpose16(v);
+        eng_transpose16(v);
         for (int h = 0; h < (two ? 2 : 1); h++) {
             uint8_t *o = tb + (size_t)(b + h) * TB8;
             __m512i sum = _mm512_setzero_si512();
