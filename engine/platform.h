@@ -116,6 +116,11 @@ int dp_cpu_count(void);
  * cache that can be dropped, a mapped model file's pages among it; a cgroup limit lowers it);
  * 0 when unknown. */
 uint64_t dp_mem_available(void);
+/* Asks the OS to let this process use the AMX tile registers (Linux 5.16+: arch_prctl
+ * ARCH_REQ_XCOMP_PERM for the tile data, without which the first tile instruction faults).
+ * Process-wide and idempotent; false where the OS refuses or has no such request. The caller
+ * checks first that the CPU has AMX. */
+bool dp_cpu_request_amx(void);
 
 /* ---- Advisory file locks ---------------------------------------------------------------- */
 

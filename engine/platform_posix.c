@@ -379,6 +379,16 @@ static uint64_t read_u64_file(const char *path) {
     return v;
 }
 
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+bool dp_cpu_request_amx(void) {
+    /* ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 (asm/prctl.h, Linux 5.16) */
+    return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+}
+#else
+bool dp_cpu_request_amx(void) { return false; }
+#endif
+
 uint64_t dp_mem_available(void) {
     uint64_t avail = 0;
     FILE *f = fopen("/proc/meminfo", "r");
