@@ -82,7 +82,7 @@ static void mm_rows(void *arg, int ith, int nth) {
         const int64_t tiles = (N + 15) / 16, t0 = tiles * ith / nth, t1 = tiles * (ith + 1) / nth;
         const int64_t g0 = t0 * 16, g1 = t1 * 16 < N ? t1 * 16 : N;
         if (g0 >= g1) return;
-        float *ws = thread_scratch(m->c, ith, eng_gemm_ws_size(K) / sizeof(float) + 1);
+        float *ws = thread_scratch(m->c, ith, eng_gemm_ws_size(K, m->n_tok) / sizeof(float) + 1);
         if (!ws) return;
         m->gemm(K, wd, w->row_bytes, g0, g1, xq, m->xq_row, m->n_tok, m->y, m->ldy, ws);
         return;

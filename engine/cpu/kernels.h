@@ -38,12 +38,15 @@ eng_vec_dot4_fn eng_vec_dot4_best(int weight_type);
 /* Rows [r0, r1) of a weight matrix (row_bytes apart) times n_tok activation rows (x_stride
  * apart): y[t * ldy + r] = vec_dot(w row r, x row t), bit-identical to eng_vec_dot_best for
  * every token, so a token's result does not depend on its batch. The weight rows are decoded
- * once for all tokens. ws: eng_gemm_ws_size(k) bytes of caller scratch. */
+ * once for all tokens. ws: eng_gemm_ws_size(k, n_tok) bytes of caller scratch. */
 typedef void (*eng_gemm_fn)(int64_t k, const void *w, size_t row_bytes, int64_t r0, int64_t r1, const void *x,
                             size_t x_stride, int n_tok, float *y, int ldy, void *ws);
 /* NULL when the CPU or type has no GEMM kernel. */
 eng_gemm_fn eng_gemm_best(int weight_type);
-size_t eng_gemm_ws_size(int64_t k);
+size_t eng_gemm_ws_size(int64_t k, int n_tok);
+/* With AMX (kernels_amx.c) the GEMM multiplies tiles of 16 rows x 16 tokens; below this many
+ * tokens it hands the product to the AVX-512 GEMM, which is faster there and gives the same bits. */
+#define ENG_AMX_MIN_TOKENS 8
 /* (optional) Rewrites quantized activation rows in place into the form a type's GEMM reads
  * (Q8_0: bytes biased by 128); called once per product before the GEMM, when the GEMM is the
  * rows' only reader. NULL when the GEMM reads them as quantized. */
@@ -54,10 +57,15 @@ eng_gemm_prep_fn eng_gemm_prep_best(int weight_type);
 eng_vec_dot_fn eng_vec_dot_ref(int weight_type);
 /* The fastest implementation this CPU runs. */
 eng_vec_dot_fn eng_vec_dot_best(int weight_type);
-/* "avx512-vnni", "avx2", "scalar": what eng_vec_dot_best picks. */
+/* "avx512-vnni+amx", "avx512-vnni", "avx2", "scalar": what the kernels in use are. */
 const char *eng_cpu_kernel_name(void);
 /* Forces the scalar kernels (tests and --exact comparisons). */
 void eng_cpu_force_scalar(bool on);
+/* Keeps the AMX kernels out of use (tests compare both GEMMs; also DOCPIPE_NO_AMX=1 in the
+ * environment, for tools without AMX support such as valgrind). */
+void eng_cpu_disable_amx(bool on);
+/* True when the AMX GEMM is in use (CPU, OS permission, not disabled). */
+bool eng_cpu_amx(void);
 
 /* One Gated DeltaNet step for one value head (model-spec 4.9 step 6). S is [dv][dk] (row j =
  * column j of the state): S *= decay; u = S k; delta = beta (v - u); S += delta k^T; o = S q. */

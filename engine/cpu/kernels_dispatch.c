@@ -6,13 +6,17 @@
  * check. Without SIMD kernels the scalar references are used.
  */
 #include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels.h"
+#include "platform.h"
 #include "quant.h"
 
-static bool g_force_scalar;
+static bool g_force_scalar, g_no_amx;
 
 void eng_cpu_force_scalar(bool on) { g_force_scalar = on; }
+void eng_cpu_disable_amx(bool on) { g_no_amx = on; }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -33,7 +37,12 @@ eng_gemm_prep_fn eng_gemm_prep_avx512(int weight_type);
 size_t eng_gemm_ws_avx512(int64_t k);
 void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
 void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
-static int g_avx2 = -1, g_avx512 = -1;
+#ifdef DP_HAVE_AMX_BUILD
+eng_gemm_fn eng_gemm_amx(int weight_type);
+size_t eng_gemm_ws_amx(int64_t k, int n_tok);
+void eng_amx_init(void);
+#endif
+static int g_avx2 = -1, g_avx512 = -1, g_amx = -1;
 static bool have_avx2(void) {
     if (g_avx2 < 0) {
         __builtin_cpu_init();
@@ -52,8 +61,41 @@ static bool have_avx512(void) {
                    __builtin_cpu_supports("avx512vnni");
     return g_avx512;
 }
+/* AMX-TILE + AMX-INT8 (CPUID 7.0 EDX bits 24, 25) with AVX-512 VBMI (ECX bit 1; every AMX CPU
+ * has it, the AMX kernels permute bytes with it), the OS saving the tile state (XCR0 bits 17-18),
+ * and the OS's permission for this process to use it; DOCPIPE_NO_AMX=1 opts out. */
+static bool have_amx(void) {
+#ifdef DP_HAVE_AMX_BUILD
+    if (g_amx < 0) {
+        unsigned a, b, c, d;
+        bool ok = have_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25)) && (c & (1u << 1));
+        if (ok) {
+            unsigned lo, hi;
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            ok = (lo & 0x60000u) == 0x60000u;
+        }
+        const char *env = getenv("DOCPIPE_NO_AMX");
+        if (env && *env && strcmp(env, "0") != 0) ok = false;
+        ok = ok && dp_cpu_request_amx();
+        if (ok) eng_amx_init();
+        g_amx = ok;
+    }
+    return g_amx && !g_no_amx && !g_force_scalar;
+#else
+    (void)g_amx;
+    return false;
+#endif
+}
 #define DP_HAVE_X86 1
 #endif
+
+bool eng_cpu_amx(void) {
+#ifdef DP_HAVE_X86
+    return have_amx();
+#else
+    return false;
+#endif
+}
 
 eng_vec_dot_fn eng_vec_dot_best(int wt) {
 #ifdef DP_HAVE_X86
@@ -96,6 +138,9 @@ void eng_act_quantize(int act_type, const float *x, void *y, int64_t k) {
 
 eng_gemm_fn eng_gemm_best(int wt) {
 #ifdef DP_HAVE_X86
+#ifdef DP_HAVE_AMX_BUILD
+    if (have_amx() && eng_gemm_amx(wt)) return eng_gemm_amx(wt);
+#endif
     if (!g_force_scalar && have_avx512()) return eng_gemm_avx512(wt);
 #endif
     (void)wt;
@@ -110,11 +155,17 @@ eng_gemm_prep_fn eng_gemm_prep_best(int wt) {
     return NULL;
 }
 
-size_t eng_gemm_ws_size(int64_t k) {
+size_t eng_gemm_ws_size(int64_t k, int n_tok) {
 #ifdef DP_HAVE_X86
-    return eng_gemm_ws_avx512(k);
+    size_t n = eng_gemm_ws_avx512(k);
+#ifdef DP_HAVE_AMX_BUILD
+    if (have_amx() && eng_gemm_ws_amx(k, n_tok) > n) n = eng_gemm_ws_amx(k, n_tok);
+#endif
+    (void)n_tok;
+    return n;
 #else
     (void)k;
+    (void)n_tok;
     return 0;
 #endif
 }
@@ -232,6 +283,7 @@ void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n) {
 
 const char *eng_cpu_kernel_name(void) {
 #ifdef DP_HAVE_X86
+    if (have_amx()) return "avx512-vnni+amx";
     if (!g_force_scalar && have_avx512()) return "avx512-vnni";
     if (!g_force_scalar && have_avx2()) return "avx2";
 #endif

@@ -102,12 +102,13 @@ static void test_four_row_kernels_match_single_row_reference(void **state) {
 }
 
 /* The GEMM must give every token the bits the 1-row kernel gives it (batch invariance), for
- * partial row tiles, every token remainder and sub-ranges of rows. */
-static void test_gemm_matches_single_row_kernel_bit_for_bit(void **state) {
-    (void)state;
+ * partial row tiles, every token remainder and sub-ranges of rows; on AMX machines both GEMMs
+ * (AMX, and AVX-512 with AMX disabled), with token counts of one, two and three 16-token groups. */
+static int gemm_bit_identity(void) {
     const int types[] = {ENG_TYPE_Q4_K, ENG_TYPE_Q5_K, ENG_TYPE_Q6_K, ENG_TYPE_Q8_0, ENG_TYPE_F16};
     const int64_t Ks[] = {256, 2560, 96}; /* 96: an odd number of Q8_0 blocks */
-    const int N = 37, T = 19;
+    const int N = 37, T = 40;
+    const int counts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 16, 17, 31, 32, 33, 40};
     uint64_t s = 4242;
     int tested = 0;
     for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
@@ -121,7 +122,7 @@ static void test_gemm_matches_single_row_kernel_bit_for_bit(void **state) {
             const size_t rb = eng_row_size(t, K), xs = eng_act_row_size(act, K);
             uint8_t *wq = malloc(rb * N), *xq = malloc(xs * T), *xg = malloc(xs * T);
             float *f = malloc(K * sizeof(float)), *y = malloc((size_t)T * N * sizeof(float));
-            void *ws = malloc(eng_gemm_ws_size(K));
+            void *ws = malloc(eng_gemm_ws_size(K, T));
             for (int r = 0; r < N; r++) {
                 for (int64_t i = 0; i < K; i++) f[i] = tu_randn(&s) * (r % 5 ? 1.0f : 0.02f);
                 assert_int_equal(eng_quantize_row(t, f, wq + rb * r, K), DP_OK);
@@ -132,7 +133,8 @@ static void test_gemm_matches_single_row_kernel_bit_for_bit(void **state) {
             }
             const int64_t ranges[][2] = {{0, N}, {16, N}, {5, 21}};
             for (int ri = 0; ri < 3; ri++)
-                for (int n_tok = 1; n_tok <= T; n_tok += (n_tok < 10 ? 1 : 9)) {
+                for (int ni = 0; ni < (int)(sizeof(counts) / sizeof(counts[0])); ni++) {
+                    const int n_tok = counts[ni];
                     const int64_t r0 = ranges[ri][0], r1 = ranges[ri][1];
                     for (size_t i = 0; i < (size_t)T * N; i++) y[i] = -12345.0f;
                     /* the GEMM may read the activations in a form of its own */
@@ -164,7 +166,20 @@ static void test_gemm_matches_single_row_kernel_bit_for_bit(void **state) {
             free(ws);
         }
     }
+    return tested;
+}
+
+static void test_gemm_matches_single_row_kernel_bit_for_bit(void **state) {
+    (void)state;
+    const bool amx = eng_cpu_amx();
+    int tested = gemm_bit_identity();
     print_message("  %d weight types have a GEMM kernel on this CPU (%s)\n", tested, eng_cpu_kernel_name());
+    if (amx) {
+        eng_cpu_disable_amx(true);
+        tested = gemm_bit_identity();
+        print_message("  and %d with AMX disabled (%s)\n", tested, eng_cpu_kernel_name());
+        eng_cpu_disable_amx(false);
+    }
 }
 
 /* The SIMD activation quantizer writes the reference's bytes: ties, repeated maxima of both

@@ -1,0 +1,556 @@
+/*
+ * kernels_amx.c - AMX int8 GEMMs for Q4_K, Q5_K, Q6_K and Q8_0 weights (Sapphire Rapids and
+ * later Xeons): the products of prompt pieces and batched decode steps. Compiled with AVX-512
+ * and AMX-TILE/INT8 flags; called only after kernels_dispatch.c checked the CPU and the OS
+ * granted the tile state (dp_cpu_request_amx).
+ *
+ * DESIGN
+ * - One tile multiply is C[16][16] += A[16][64] . B[64][16]: A holds 16 weight rows, B 16
+ *   tokens' int8 activations in AMX's layout (4 consecutive K values of a token per dword,
+ *   repacked once per call). Row r of C is weight row r against the 16 tokens, one token per
+ *   32-bit lane.
+ * - K-quant sub-block scales differ per row and sub-block, so they are folded into the weights
+ *   while a tile is decoded: w = q * scale (Q4_K/Q5_K; Q6_K: (q - 32) * scale, its min term
+ *   included) is at most 11 bits plus sign and is stored as two byte planes, w = lo + 256 hi.
+ *   The tile unit then sums whole 256-blocks, S = C(lo) + 256 C(hi), with no per-sub-block
+ *   work on the vector side: these are exactly the integers S (and, from the Q8_K block sums, M)
+ *   of the one-row dots in kernels_avx512.c, folded in the same float order
+ *   (acc = fma(S, xd * d, acc), acc = fma(-M, xd * dmin, acc)), so a token's result is
+ *   bit-identical whichever kernel ran: batch invariance holds across them. Every sum fits:
+ *   |S| <= 1953 * 127 * 256 < 2^31 (Q5_K).
+ * - Q8_0 has a float scale per 32-block, so each multiply covers one block (A: 16 rows x 32
+ *   bytes) and the vector side folds it: acc = fma(S - 128 sum w, d_w * d_x, acc) (the
+ *   activations come biased by 128 from eng_gemm_prep, as for the AVX-512 GEMM).
+ * - The tile unit runs beside the vector units; the decode (nibbles, scale fold) is paid once per
+ *   tile for every group of 16 tokens. Below ENG_AMX_MIN_TOKENS tokens the AVX-512 GEMM is
+ *   faster (a tile multiply costs the same for 1 token as for 16) and runs instead: the same bits.
+ * - Tile state: each call loads its tile configuration and releases the tiles before returning,
+ *   so a pool thread carries no tile state into a context switch (the kernel saves 8 KB of tile
+ *   data per switch while tiles are in use).
+ *
+ * Scratch (ws, eng_gemm_ws_amx bytes): the decoded tile (two planes: 512 bytes per row and
+ * 256-block), its per-block tables, the packed activations of every group of 16 tokens, and two
+ * pairs of stored C tiles.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <stdalign.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "kscales.h"
+#include "quant.h"
+#include "tile_avx512.h"
+
+#define ROWS ENG_TILE_ROWS /* weight rows per tile: A's rows */
+#define TOK 16             /* tokens per group: B's dword columns */
+
+typedef struct amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+
+/* Tiles 0-3: C, 4-5: A (weights), 6-7: B (activations). kb: bytes of K per multiply (64 for the
+ * K-quants, 32 for Q8_0). (GCC 12's _tile_loadconfig tells the compiler it reads only 8 bytes,
+ * so a configuration filled on the stack may lose its stores: the asm names the whole object.) */
+static void amx_configure(int kb) {
+#define CFG(KB)                                                                           \
+    {1, 0, {0}, {64, 64, 64, 64, KB, KB, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0},                 \
+     {TOK, TOK, TOK, TOK, ROWS, ROWS, KB / 4, KB / 4, 0, 0, 0, 0, 0, 0, 0, 0}}
+    static const alignas(64) amx_cfg cfg64 = CFG(64), cfg32 = CFG(32);
+#undef CFG
+    const amx_cfg *c = kb == 32 ? &cfg32 : &cfg64;
+    __asm__ volatile("ldtilecfg %0" : : "m"(*c));
+}
+
+/* ---- layouts ----------------------------------------------------------------------------- */
+
+/* A decoded K-quant block of 16 rows (three buffers, decoded two blocks ahead of the
+ * multiplies): [4 steps][2 planes][16 rows][64 bytes]. Step s of a block holds 64 of its 256 values in an
+ * order that suits the decoder (see k_value); the activations are packed in the same order, so
+ * the sums are those of the natural order. */
+#define WB_K 8192
+/* Per block tables: mp[4][16 rows] (Q4_K/Q5_K: the mins of sub-blocks 2i, 2i+1 as int16 pairs,
+ * for vpdpwssd against the token's 32-value sums), d[16], dmin[16]. */
+#define TAB_K 384
+/* Decoded Q8_0 tile, per 32-block: [16 rows][32 bytes]; tables: ws[16] = 128 x the row's
+ * weight sum, d[16]. */
+#define WB_8 512
+#define TAB_8 128
+/* Packed activations of a group, per 256-block: 4 steps of [16 dword rows][16 tokens], xd[16],
+ * bs[4][16] (int16 pairs: sums of the 32-value sub-blocks 2i, 2i+1). Q8_0, per 32-block:
+ * [8 dword rows][16 tokens], xd[16]. */
+#define XB_K (4096 + 64 + 256)
+#define XB_8 (512 + 64)
+#define CBUF (4 * 1024) /* two pairs of stored C tiles (lo, hi) */
+#define FACC (16 * 16 * 4) /* one group's accumulators, [16 rows][16 tokens] floats */
+
+size_t eng_gemm_ws_amx(int64_t k, int n_tok);
+size_t eng_gemm_ws_amx(int64_t k, int n_tok) {
+    const size_t nb = (size_t)(k + 255) / 256, nb8 = (size_t)(k + 31) / 32, groups = (size_t)(n_tok + TOK - 1) / TOK;
+    const size_t w_k = 3 * (WB_K + TAB_K), w_8 = nb8 * (WB_8 + TAB_8);
+    const size_t x_k = nb * XB_K, x_8 = nb8 * XB_8;
+    return 64 + (w_k > w_8 ? w_k : w_8) + groups * ((x_k > x_8 ? x_k : x_8) + FACC) + CBUF;
+}
+
+/* ---- the value order of a decoded step ------------------------------------------------------ */
+
+enum { KQ4, KQ5, KQ6 };
+
+/* Byte u of a step's planes (and of its packed activations) holds position p(u) of the step:
+ * fold64's even products fill bytes 0-31, its odd products 32-63. */
+static inline int step_pos(int u) { return u < 32 ? 2 * u : 2 * (u - 32) + 1; }
+/* Value (0..255) of a block at position p of step s. Q4_K's steps are the low and high nibbles
+ * of 64 packed bytes (two 32-value sub-blocks each, 64 apart); Q5_K and Q6_K go in order. */
+static inline int k_value(int kind, int s, int p) {
+    return kind == KQ4 ? 128 * (s / 2) + 64 * (p / 32) + 32 * (s % 2) + p % 32 : 64 * s + p;
+}
+
+/* vpshufb controls for the scales of step s: byte 2m holds the sub-block index of positions
+ * 2m, 2m + 1, byte 2m + 1 is 0x80 (zero), so vpmaddubsw takes q * scale of the even value of each
+ * pair (fold64 shifts the pattern for the odd one). idx_act: step_pos as a vpermb control;
+ * idx_lo/idx_hi: the plane bytes of fold64's two product vectors (word m's low or high byte).
+ * Built from k_value by eng_amx_init, which kernels_dispatch.c calls once, on the thread that
+ * first asks for kernels and before any GEMM runs. */
+static alignas(64) uint8_t ctl_even[3][4][64], idx_act[64], idx_lo[64], idx_hi[64];
+void eng_amx_init(void);
+void eng_amx_init(void) {
+    for (int kind = 0; kind < 3; kind++)
+        for (int s = 0; s < 4; s++)
+            for (int i = 0; i < 64; i++) {
+                const int sub = k_value(kind, s, i) / (kind == KQ6 ? 16 : 32);
+                ctl_even[kind][s][i] = i % 2 ? 0x80 : (uint8_t)sub;
+            }
+    for (int u = 0; u < 64; u++) {
+        idx_act[u] = (uint8_t)step_pos(u);
+        idx_lo[u] = (uint8_t)(u < 32 ? 2 * u : 64 + 2 * (u - 32));
+        idx_hi[u] = (uint8_t)(idx_lo[u] + 1);
+    }
+}
+
+/* ---- activations ------------------------------------------------------------------------- */
+
+/* Tokens [t0, t0 + nt) of Q8_K rows into one group's packed form (missing tokens zero), in the
+ * step order of kind. */
+static void pack_q8_k(int kind, const uint8_t *x, size_t xs, int t0, int nt, int64_t nb, uint8_t *xb) {
+    const __m512i ia = _mm512_load_si512(idx_act);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *o = xb + (size_t)b * XB_K;
+        const eng_block_q8_k *xr[TOK];
+        for (int t = 0; t < TOK; t++) xr[t] = t < nt ? (const eng_block_q8_k *)(const void *)(x + (size_t)(t0 + t) * xs) + b : NULL;
+        for (int s = 0; s < 4; s++) {
+            __m512i v[16];
+            for (int t = 0; t < TOK; t++) {
+                if (!xr[t]) {
+                    v[t] = _mm512_setzero_si512();
+                    continue;
+                }
+                /* positions 0-31 and 32-63 of step s are two runs of 32 values */
+                const int8_t *q = xr[t]->qs;
+                const __m512i y = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(q + k_value(kind, s, 0)))),
+                                                     _mm256_loadu_si256((const __m256i *)(q + k_value(kind, s, 32))), 1);
+                v[t] = _mm512_permutexvar_epi8(ia, y);
+            }
+            eng_transpose16(v);
+            for (int i = 0; i < 16; i++) _mm512_store_si512(o + 1024 * s + 64 * i, v[i]);
+        }
+        float *xd = (float *)(void *)(o + 4096);
+        int32_t *bs = (int32_t *)(void *)(o + 4096 + 64);
+        for (int t = 0; t < TOK; t++) {
+            xd[t] = xr[t] ? xr[t]->d : 0.0f;
+            for (int i = 0; i < 4; i++) {
+                int lo = 0, hi = 0;
+                if (xr[t]) { /* |sum of 32 int8| <= 4064: fits int16 */
+                    lo = xr[t]->bsums[4 * i] + xr[t]->bsums[4 * i + 1];
+                    hi = xr[t]->bsums[4 * i + 2] + xr[t]->bsums[4 * i + 3];
+                }
+                bs[16 * i + t] = (int32_t)(((uint32_t)(uint16_t)hi << 16) | (uint16_t)lo);
+            }
+        }
+    }
+}
+
+/* Q8_0 rows (biased by 128 by eng_gemm_prep: unsigned) into one group's packed form, nb
+ * 32-blocks in order. */
+static void pack_q8_0(const uint8_t *x, size_t xs, int t0, int nt, int64_t nb, uint8_t *xb) {
+    for (int64_t b = 0; b < nb; b += 2) {
+        const bool two = b + 1 < nb;
+        __m512i v[16];
+        for (int t = 0; t < TOK; t++) {
+            if (t >= nt) {
+                v[t] = _mm512_setzero_si512();
+                continue;
+            }
+            const eng_block_q8_0 *r = (const eng_block_q8_0 *)(const void *)(x + (size_t)(t0 + t) * xs) + b;
+            const __m256i lo = _mm256_loadu_si256((const __m256i *)r[0].qs);
+            v[t] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), two ? _mm256_loadu_si256((const __m256i *)r[1].qs) : _mm256_setzero_si256(), 1);
+        }
+        eng_transpose16(v);
+        for (int h = 0; h < (two ? 2 : 1); h++) {
+            uint8_t *o = xb + (size_t)(b + h) * XB_8;
+            for (int i = 0; i < 8; i++) _mm512_store_si512(o + 64 * i, v[8 * h + i]);
+            float *xd = (float *)(void *)(o + 512);
+            for (int t = 0; t < TOK; t++)
+                xd[t] = t < nt ? _cvtsh_ss(((const eng_block_q8_0 *)(const void *)(x + (size_t)(t0 + t) * xs))[b + h].d) : 0.0f;
+        }
+    }
+}
+
+/* ---- weights ----------------------------------------------------------------------------- */
+
+/* The 64 unsigned values q of a step times their scales into the planes (lo, hi): per value
+ * q * scale - off = lo + 256 hi, lo unsigned, hi signed. sc holds the block's scales in every
+ * 128-bit lane, ce the step's control; off (words): 32 * scale for Q6_K, else zero. */
+static inline void fold64(__m512i q, __m512i sc, const uint8_t *ce, bool q6, uint8_t *lo, uint8_t *hi) {
+    /* e: each word's low byte the scale of its value pair; o: the same in the high byte (a shift
+     * on port 0 rather than a second shuffle on port 5, which the permutes below keep busy) */
+    const __m512i e = _mm512_shuffle_epi8(sc, _mm512_load_si512(ce)), o = _mm512_slli_epi16(e, 8);
+    /* vpmaddubsw: unsigned q times signed scale; |q * scale| <= 63 * 128 */
+    __m512i ev = _mm512_maddubs_epi16(q, e), od = _mm512_maddubs_epi16(q, o);
+    if (q6) { /* (q - 32) * scale: the Q6_K offset folded in (vpmaddubsw of 32 and the scale) */
+        const __m512i off = _mm512_maddubs_epi16(_mm512_set1_epi8(32), e);
+        ev = _mm512_sub_epi16(ev, off);
+        od = _mm512_sub_epi16(od, off);
+    }
+    _mm512_store_si512(lo, _mm512_permutex2var_epi8(ev, _mm512_load_si512(idx_lo), od));
+    _mm512_store_si512(hi, _mm512_permutex2var_epi8(ev, _mm512_load_si512(idx_hi), od));
+}
+
+/* Block w (row 0's block; rows rb apart) of rows [0, nr) into A (missing rows zero) and its
+ * tables. The scales, mins and d of the 16 rows are unpacked together (byte transposes), so the
+ * per-row work is the values alone. pf: the same block of a later tile, fetched into L2 a row at
+ * a time (so the requests queue a few at a time), or NULL. */
+static inline __attribute__((always_inline)) void decode_block_k(int kind, const uint8_t *w, size_t rb, int nr, uint8_t *A,
+                                                                 uint8_t *tab, const uint8_t *pf) {
+    static const alignas(64) uint8_t zero_block[256];
+    const size_t bb = kind == KQ4 ? sizeof(eng_block_q4_k) : kind == KQ5 ? sizeof(eng_block_q5_k) : sizeof(eng_block_q6_k);
+    int32_t *mp = (int32_t *)(void *)tab;
+    float *d = (float *)(mp + 64), *dm = d + 16;
+    const uint8_t *rp[ROWS];
+    for (int r = 0; r < ROWS; r++) rp[r] = r < nr ? w + (size_t)r * rb : zero_block;
+    /* d and dmin as one dword per row (Q6_K: the dword ending with d) */
+    int32_t offs[ROWS];
+    for (int r = 0; r < ROWS; r++) offs[r] = (int32_t)((size_t)r * rb) + (kind == KQ6 ? (int)offsetof(eng_block_q6_k, d) - 2 : 0);
+    const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), (__mmask16)((1u << nr) - 1), _mm512_loadu_si512(offs), w, 1);
+    alignas(64) uint64_t scq[ROWS]; /* Q4_K/Q5_K: row r's 8 scales */
+    if (kind == KQ6) {
+        const __m512 dv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
+        _mm512_store_ps(d, dv);
+        _mm512_store_ps(dm, dv);
+    } else {
+        _mm512_store_ps(d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+        _mm512_store_ps(dm, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
+        __m128i sc[8], mn[8];
+        eng_k4_scales16(rp, offsetof(eng_block_q4_k, scales), sc, mn); /* the same offset in Q5_K */
+        /* mins as int16 pairs, mp[i][r] = (mn[2i], mn[2i+1]) of row r */
+        for (int i = 0; i < 4; i++)
+            _mm512_store_si512(mp + 16 * i, _mm512_or_si512(_mm512_cvtepu8_epi32(mn[2 * i]), _mm512_slli_epi32(_mm512_cvtepu8_epi32(mn[2 * i + 1]), 16)));
+        /* the scales back to one qword per row: byte transpose of 8 x 16 */
+        __m128i a[8], b[8];
+        for (int j = 0; j < 4; j++) {
+            a[2 * j] = _mm_unpacklo_epi8(sc[2 * j], sc[2 * j + 1]); /* rows 0-7: (sc 2j, 2j+1) */
+            a[2 * j + 1] = _mm_unpackhi_epi8(sc[2 * j], sc[2 * j + 1]);
+        }
+        for (int j = 0; j < 2; j++)
+            for (int h = 0; h < 2; h++) {
+                b[4 * j + 2 * h] = _mm_unpacklo_epi16(a[4 * j + h], a[4 * j + 2 + h]); /* 4 scales per row */
+                b[4 * j + 2 * h + 1] = _mm_unpackhi_epi16(a[4 * j + h], a[4 * j + 2 + h]);
+            }
+        for (int k = 0; k < 4; k++) {
+            _mm_store_si128((__m128i *)(void *)(scq + 4 * k), _mm_unpacklo_epi32(b[k], b[4 + k]));
+            _mm_store_si128((__m128i *)(void *)(scq + 4 * k + 2), _mm_unpackhi_epi32(b[k], b[4 + k]));
+        }
+    }
+    for (int r = 0; r < ROWS; r++) {
+        uint8_t *o = A + 64 * (size_t)r;
+        if (r >= nr) {
+            for (int p = 0; p < 8; p++) _mm512_store_si512(o + 1024 * (size_t)p, _mm512_setzero_si512());
+            continue;
+        }
+        const uint8_t *blk = rp[r];
+        if (pf)
+            for (size_t l = 0; l < bb + 63; l += 64) _mm_prefetch((const char *)pf + (size_t)r * rb + l, _MM_HINT_T1);
+        if (kind == KQ6) {
+            const eng_block_q6_k *a6 = (const eng_block_q6_k *)(const void *)blk;
+            const __m512i sc = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)a6->scales));
+            for (int h = 0; h < 2; h++) {
+                __m512i q[2];
+                eng_half_q6_k(a6, h, &q[0], &q[1]);
+                for (int v = 0; v < 2; v++) {
+                    const int st = 2 * h + v;
+                    fold64(q[v], sc, ctl_even[KQ6][st], true, o + 2048 * (size_t)st, o + 2048 * (size_t)st + 1024);
+                }
+            }
+            continue;
+        }
+        const __m512i sc = _mm512_set1_epi64((long long)scq[r]);
+        if (kind == KQ4) {
+            const __m512i m4 = _mm512_set1_epi8(0xF);
+            for (int h = 0; h < 2; h++) { /* steps 2h, 2h + 1: the low and high nibbles of 64 bytes */
+                const __m512i raw = _mm512_loadu_si512(blk + offsetof(eng_block_q4_k, qs) + 64 * h);
+                fold64(_mm512_and_si512(raw, m4), sc, ctl_even[KQ4][2 * h], false, o + 4096 * (size_t)h, o + 4096 * (size_t)h + 1024);
+                fold64(_mm512_and_si512(_mm512_srli_epi16(raw, 4), m4), sc, ctl_even[KQ4][2 * h + 1], false,
+                       o + 4096 * (size_t)h + 2048, o + 4096 * (size_t)h + 3072);
+            }
+        } else {
+            for (int st = 0; st < 4; st++)
+                fold64(eng_quarter_q5_k(blk, st), sc, ctl_even[KQ5][st], false, o + 2048 * (size_t)st, o + 2048 * (size_t)st + 1024);
+        }
+    }
+}
+
+/* Rows [0, nr) of a Q8_0 tile: the int8 weights into wbuf per 32-block [16 rows][32 bytes], per
+ * block 128 x each row's weight sum and d. */
+static void decode_tile_q8_0(const uint8_t *w, size_t rb, int nr, int64_t K, uint8_t *wbuf, uint8_t *tab) {
+    const int64_t nb = K / 32;
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int r = 0; r < ROWS; r++) {
+        const eng_block_q8_0 *row = (const eng_block_q8_0 *)(const void *)(w + (size_t)r * rb);
+        for (int64_t b = 0; b < nb; b++) {
+            int32_t *ws = (int32_t *)(void *)(tab + (size_t)b * TAB_8);
+            float *d = (float *)(ws + 16);
+            uint8_t *o = wbuf + (size_t)b * WB_8 + 32 * (size_t)r;
+            if (r >= nr) {
+                _mm256_store_si256((__m256i *)(void *)o, _mm256_setzero_si256());
+                ws[r] = 0;
+                d[r] = 0.0f;
+                continue;
+            }
+            const __m256i v = _mm256_loadu_si256((const __m256i *)row[b].qs);
+            _mm256_store_si256((__m256i *)(void *)o, v);
+            const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, v);
+            const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            const __m128i q = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+            ws[r] = 128 * _mm_cvtsi128_si32(_mm_add_epi32(q, _mm_shuffle_epi32(q, 0xB1)));
+            d[r] = _cvtsh_ss(row[b].d);
+        }
+    }
+}
+
+/* ---- multiplies -------------------------------------------------------------------------- */
+
+/* f[r] (16 tokens) as token rows y[t][r0 + r], rows masked, tokens < nt. */
+static inline void store_tokens(const __m512 *f, float *y, int ldy, int nt, __mmask16 rmask) {
+    __m512i v[16];
+    for (int r = 0; r < ROWS; r++) v[r] = _mm512_castps_si512(f[r]);
+    eng_transpose16(v);
+    for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, rmask, _mm512_castsi512_ps(v[t]));
+}
+
+/* Both planes of a decoded block (A) against a group's packed block (B), summed over its 4
+ * steps in tiles CL (lo plane) and CH (hi plane; signed for Q6_K). */
+#define BLOCK_K(CL, CH, A, B, HI_SIGNED)                                \
+    do {                                                                \
+        _tile_zero(CL);                                                 \
+        _tile_zero(CH);                                                 \
+        for (int j_ = 0; j_ < 4; j_++) {                                \
+            _tile_loadd(6, (B) + 1024 * j_, 64);                        \
+            _tile_loadd(4, (A) + 2048 * j_, 64);                        \
+            _tile_loadd(5, (A) + 2048 * j_ + 1024, 64);                 \
+            _tile_dpbusd(CL, 4, 6);                                     \
+            if (HI_SIGNED) _tile_dpbssd(CH, 5, 6);                      \
+            else _tile_dpbusd(CH, 5, 6);                                \
+        }                                                               \
+    } while (0)
+
+static inline __attribute__((always_inline)) void block_mul(bool hs, int pair, const uint8_t *A, const uint8_t *B) {
+    if (pair) BLOCK_K(2, 3, A, B, hs);
+    else BLOCK_K(0, 1, A, B, hs);
+}
+
+static inline __attribute__((always_inline)) void block_store(int pair, uint8_t *c) {
+    if (pair) {
+        _tile_stored(2, c, 64);
+        _tile_stored(3, c + 1024, 64);
+    } else {
+        _tile_stored(0, c, 64);
+        _tile_stored(1, c + 1024, 64);
+    }
+}
+
+/* The vector side of a block: f[r] += the block's terms from the stored tiles c (lo, then hi). */
+static inline __attribute__((always_inline)) void fold_block(int kind, __m512 *f, const uint8_t *c, const uint8_t *tab,
+                                                             const uint8_t *B) {
+    const int32_t *mp = (const int32_t *)(const void *)tab;
+    const float *d = (const float *)(mp + 64), *dm = d + 16;
+    const __m512 xd = _mm512_load_ps(B + 4096);
+    const int32_t *bs = (const int32_t *)(const void *)(B + 4096 + 64);
+#pragma GCC unroll 16
+    for (int r = 0; r < ROWS; r++) {
+        const __m512i S = _mm512_add_epi32(_mm512_load_si512(c + 64 * r), _mm512_slli_epi32(_mm512_load_si512(c + 1024 + 64 * r), 8));
+        f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(xd, _mm512_set1_ps(d[r])), f[r]);
+        if (kind != KQ6) {
+            __m512i M = _mm512_setzero_si512();
+            for (int i = 0; i < 4; i++) M = _mm512_dpwssd_epi32(M, _mm512_load_si512(bs + 16 * i), _mm512_set1_epi32(mp[16 * i + r]));
+            f[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(xd, _mm512_set1_ps(dm[r])), f[r]);
+        }
+    }
+}
+
+static inline void prefetch_l1(const uint8_t *p, size_t n) {
+    for (size_t l = 0; l < n; l += 64) _mm_prefetch((const char *)p + l, _MM_HINT_T0);
+}
+
+/* One K-quant tile (rows [0, nr) at w) against every group. Software pipeline per block: the tile
+ * unit multiplies block b (decoded one block earlier) while the vector units decode block b + 1,
+ * then fold b's sums; with several groups, group g + 1's multiplies run while g is folded (two
+ * pairs of C tiles). Everything the tile loads comes from L1: the decoded block just written, the
+ * group's packed activations prefetched one step ahead. one: a single group, whose accumulators
+ * stay in registers. pf, pfb: the next tile's bytes to fetch into L2, a slice per block. */
+static inline __attribute__((always_inline)) void tile_k(int kind, bool one, const uint8_t *w, size_t rb, int nr, int64_t nb,
+                                                         const uint8_t *xb, size_t xg, int groups, int n_tok, uint8_t *wb,
+                                                         uint8_t *tab, uint8_t *cbuf, float *facc, float *y, int ldy,
+                                                         __mmask16 rmask, const uint8_t *pf, size_t pfb) {
+    const size_t bb = kind == KQ4 ? sizeof(eng_block_q4_k) : kind == KQ5 ? sizeof(eng_block_q5_k) : sizeof(eng_block_q6_k);
+    const bool hs = kind == KQ6;
+    __m512 f1[ROWS];
+    if (one)
+        for (int r = 0; r < ROWS; r++) f1[r] = _mm512_setzero_ps();
+    else
+        memset(facc, 0, (size_t)groups * FACC);
+    /* blocks are decoded two ahead of their multiplies (three buffers): the tile loads then read
+     * bytes whose vector stores have long left the store buffer */
+    for (int64_t b = 0; b < 2 && b < nb; b++)
+        decode_block_k(kind, w + (size_t)b * bb, rb, nr, wb + (size_t)b * WB_K, tab + (size_t)b * TAB_K,
+                       pfb ? pf + (size_t)b * bb : NULL);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *A = wb + (size_t)(b % 3) * WB_K, *T = tab + (size_t)(b % 3) * TAB_K;
+        block_mul(hs, 0, A, xb + (size_t)b * XB_K);
+        if (b + 2 < nb)
+            decode_block_k(kind, w + (size_t)(b + 2) * bb, rb, nr, wb + (size_t)((b + 2) % 3) * WB_K,
+                           tab + (size_t)((b + 2) % 3) * TAB_K, pfb ? pf + (size_t)(b + 2) * bb : NULL);
+        for (int g = 0; g < (one ? 1 : groups); g++) {
+            const uint8_t *B = xb + (size_t)g * xg + (size_t)b * XB_K;
+            if (!one && g + 1 < groups) block_mul(hs, (g + 1) & 1, A, B + xg);
+            if (one || g + 2 < groups) prefetch_l1(one ? B + XB_K : B + 2 * xg, XB_K);
+            else if (g + 2 == groups) prefetch_l1(xb + (size_t)(b + 1) * XB_K, XB_K);
+            uint8_t *c = cbuf + 2048 * (size_t)(g & 1);
+            block_store(g & 1, c);
+            fold_block(kind, one ? f1 : (__m512 *)(void *)(facc + (size_t)g * 256), c, T, B);
+        }
+    }
+    if (one) {
+        store_tokens(f1, y, ldy, n_tok, rmask);
+        return;
+    }
+    for (int g = 0; g < groups; g++) {
+        const int nt = n_tok - g * TOK < TOK ? n_tok - g * TOK : TOK;
+        store_tokens((const __m512 *)(const void *)(facc + (size_t)g * 256), y + (size_t)g * TOK * ldy, ldy, nt, rmask);
+    }
+}
+
+static inline void group_q8_0(const uint8_t *wbuf, int64_t nb, const uint8_t *tab, const uint8_t *xb, uint8_t *cbuf, int nt,
+                              float *y, int ldy, __mmask16 rmask, const uint8_t *pf, size_t pfb) {
+    __m512 f[ROWS];
+    for (int r = 0; r < ROWS; r++) f[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        for (size_t l = 0; l < pfb; l += 64) _mm_prefetch((const char *)pf + (size_t)b * pfb + l, _MM_HINT_T1);
+        const uint8_t *B = xb + (size_t)b * XB_8;
+        uint8_t *c = cbuf + 1024 * (size_t)(b & 1);
+        _tile_loadd(4, wbuf + (size_t)b * WB_8, 32);
+        _tile_loadd(6, B, 64);
+        if (b & 1) {
+            _tile_zero(1);
+            _tile_dpbsud(1, 4, 6);
+            _tile_stored(1, c, 64);
+        } else {
+            _tile_zero(0);
+            _tile_dpbsud(0, 4, 6);
+            _tile_stored(0, c, 64);
+        }
+        const int32_t *ws = (const int32_t *)(const void *)(tab + (size_t)b * TAB_8);
+        const float *dw = (const float *)(ws + 16);
+        const __m512 xd = _mm512_load_ps(B + 512);
+#pragma GCC unroll 16
+        for (int r = 0; r < ROWS; r++) {
+            const __m512i S = _mm512_sub_epi32(_mm512_load_si512(c + 64 * r), _mm512_set1_epi32(ws[r]));
+            f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(_mm512_set1_ps(dw[r]), xd), f[r]);
+        }
+    }
+    store_tokens(f, y, ldy, nt, rmask);
+}
+
+/* ---- entry points ------------------------------------------------------------------------ */
+
+eng_gemm_fn eng_gemm_avx512(int weight_type);
+
+static void gemm_amx(int wt, int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1, const void *x, size_t xs,
+                     int n_tok, float *y, int ldy, void *ws) {
+    if (n_tok < ENG_AMX_MIN_TOKENS) {
+        eng_gemm_avx512(wt)(k, w, rb, r0, r1, x, xs, n_tok, y, ldy, ws);
+        return;
+    }
+    const int kind = wt == ENG_TYPE_Q4_K ? KQ4 : wt == ENG_TYPE_Q5_K ? KQ5 : KQ6;
+    const bool q8 = wt == ENG_TYPE_Q8_0;
+    const int64_t nb = q8 ? k / 32 : k / 256;
+    const int groups = (n_tok + TOK - 1) / TOK;
+    const size_t xg = (size_t)nb * (q8 ? XB_8 : XB_K); /* one group's packed tokens */
+    uint8_t *wbuf = (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    uint8_t *tab = wbuf + (q8 ? (size_t)nb * WB_8 : 3 * WB_K), *xb = tab + (q8 ? (size_t)nb * TAB_8 : 3 * TAB_K);
+    uint8_t *cbuf = xb + (size_t)groups * xg;
+    float *facc = (float *)(void *)(cbuf + CBUF);
+    for (int g = 0; g < groups; g++) {
+        const int nt = n_tok - g * TOK < TOK ? n_tok - g * TOK : TOK;
+        if (q8) pack_q8_0(x, xs, g * TOK, nt, nb, xb + (size_t)g * xg);
+        else pack_q8_k(kind, x, xs, g * TOK, nt, nb, xb + (size_t)g * xg);
+    }
+    amx_configure(q8 ? 32 : 64);
+    for (int64_t r = r0; r < r1; r += ROWS) {
+        const int nr = r1 - r < ROWS ? (int)(r1 - r) : ROWS;
+        const __mmask16 rmask = (__mmask16)((1u << nr) - 1);
+        /* K-quant tiles fetch the one after next into L2 while they decode (Q8_0: the next) */
+        const uint8_t *wt0 = (const uint8_t *)w + (size_t)r * rb, *pf = wt0 + (size_t)nr * rb * (q8 ? 1 : 2);
+        const int64_t ahead = r1 - r - nr * (q8 ? 1 : 2), nx = ahead < 0 ? 0 : ahead < ROWS ? ahead : ROWS;
+        size_t pfb = ((size_t)nx * rb / (size_t)nb + 63) & ~(size_t)63;
+        float *yr = y + r;
+        if (!q8) {
+#define TILE_K(KIND, ONE) tile_k(KIND, ONE, wt0, rb, nr, nb, xb, xg, groups, n_tok, wbuf, tab, cbuf, facc, yr, ldy, rmask, pf, pfb)
+            const bool one = groups == 1;
+            switch (kind) {
+            case KQ4: if (one) TILE_K(KQ4, true); else TILE_K(KQ4, false); break;
+            case KQ5: if (one) TILE_K(KQ5, true); else TILE_K(KQ5, false); break;
+            default: if (one) TILE_K(KQ6, true); else TILE_K(KQ6, false); break;
+            }
+#undef TILE_K
+            continue;
+        }
+        decode_tile_q8_0(wt0, rb, nr, k, wbuf, tab);
+        for (int g = 0; g < groups; g++, pfb = 0) {
+            const int nt = n_tok - g * TOK < TOK ? n_tok - g * TOK : TOK;
+            group_q8_0(wbuf, nb, tab, xb + (size_t)g * xg, cbuf, nt, yr + (size_t)g * TOK * ldy, ldy, rmask, pf, pfb);
+        }
+    }
+    _tile_release();
+}
+
+static void gemm_amx_q4_k(int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1, const void *x, size_t xs, int n,
+                          float *y, int ldy, void *ws) {
+    gemm_amx(ENG_TYPE_Q4_K, k, w, rb, r0, r1, x, xs, n, y, ldy, ws);
+}
+static void gemm_amx_q5_k(int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1, const void *x, size_t xs, int n,
+                          float *y, int ldy, void *ws) {
+    gemm_amx(ENG_TYPE_Q5_K, k, w, rb, r0, r1, x, xs, n, y, ldy, ws);
+}
+static void gemm_amx_q6_k(int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1, const void *x, size_t xs, int n,
+                          float *y, int ldy, void *ws) {
+    gemm_amx(ENG_TYPE_Q6_K, k, w, rb, r0, r1, x, xs, n, y, ldy, ws);
+}
+static void gemm_amx_q8_0(int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1, const void *x, size_t xs, int n,
+                          float *y, int ldy, void *ws) {
+    gemm_amx(ENG_TYPE_Q8_0, k, w, rb, r0, r1, x, xs, n, y, ldy, ws);
+}
+
+eng_gemm_fn eng_gemm_amx(int wt);
+eng_gemm_fn eng_gemm_amx(int wt) {
+    switch (wt) {
+    case ENG_TYPE_Q4_K: return gemm_amx_q4_k;
+    case ENG_TYPE_Q5_K: return gemm_amx_q5_k;
+    case ENG_TYPE_Q6_K: return gemm_amx_q6_k;
+    case ENG_TYPE_Q8_0: return gemm_amx_q8_0;
+    default: return NULL;
+    }
+}
