@@ -210,6 +210,7 @@ static void attn_heads(void *arg, int ith, int nth) {
     float *acc = sc + (size_t)G * max_pos;
     const eng_kv_dots_fn kdots = eng_kv_dots_best(a->kv_type, at->c->exact);
     const eng_kv_mix_fn vmix = eng_kv_mix_best(a->kv_type, at->c->exact);
+    const eng_softmax_fn softmax = eng_softmax_best(at->c->exact);
     for (int64_t i = i0; i < i1; i++) {
         const int t = (int)(i / a->n_head_kv), kvh = (int)(i % a->n_head_kv);
         const float *q = a->q + (size_t)t * a->ldq + (size_t)kvh * G * hd;
@@ -220,20 +221,7 @@ static void attn_heads(void *arg, int ith, int nth) {
 #define KV_BLOCK(base, p0) ((const uint8_t *)(base) + (size_t)table[(p0) / B] * B * row + (size_t)kvh * hd * esz)
         for (int p0 = 0; p0 < n_pos; p0 += B)
             kdots(q, (size_t)hd, G, KV_BLOCK(a->k, p0), row, n_pos - p0 < B ? n_pos - p0 : B, hd, sc + p0, (size_t)max_pos);
-        for (int g = 0; g < G; g++) {
-            float *s = sc + (size_t)g * max_pos, mx = -INFINITY;
-            for (int p = 0; p < n_pos; p++) {
-                s[p] *= a->scale;
-                if (s[p] > mx) mx = s[p];
-            }
-            double sum = 0;
-            for (int p = 0; p < n_pos; p++) {
-                s[p] = expf(s[p] - mx);
-                sum += s[p];
-            }
-            const float inv = (float)(1.0 / sum);
-            for (int p = 0; p < n_pos; p++) s[p] *= inv;
-        }
+        for (int g = 0; g < G; g++) softmax(sc + (size_t)g * max_pos, n_pos, a->scale);
         memset(acc, 0, (size_t)G * hd * sizeof(float));
         for (int p0 = 0; p0 < n_pos; p0 += B)
             vmix(acc, (size_t)hd, G, sc + p0, (size_t)max_pos, KV_BLOCK(a->v, p0), row, n_pos - p0 < B ? n_pos - p0 : B, hd);
@@ -414,8 +402,7 @@ static void cpu_deltanet(eng_backend *be, const eng_deltanet_args *a) {
 }
 
 static void cpu_swiglu(eng_backend *be, const float *g, const float *u, float *out, int64_t n) {
-    (void)be;
-    for (int64_t i = 0; i < n; i++) out[i] = silu(g[i]) * u[i];
+    eng_swiglu_best(((cpu_be *)be->impl)->exact)(g, u, out, n);
 }
 
 static void cpu_add(eng_backend *be, float *x, const float *y, int64_t n) {
@@ -475,8 +462,7 @@ static void cpu_add_rows(eng_backend *be, float *x, int ld, int n_rows, const fl
 }
 
 static void cpu_mul_sigmoid(eng_backend *be, float *x, const float *g, int64_t n) {
-    (void)be;
-    for (int64_t i = 0; i < n; i++) x[i] *= 1.0f / (1.0f + expf(-g[i]));
+    eng_mul_sigmoid_best(((cpu_be *)be->impl)->exact)(x, g, n);
 }
 
 static void cpu_free(eng_backend *be) {

@@ -244,6 +244,75 @@ void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n) {
     }
 }
 
+/* ---- exp-based elementwise ops ------------------------------------------------------------ */
+
+/* e^x: Cephes' expf (x = n ln2 + r, |r| <= ln2 / 2, degree-6 polynomial), within 2 ulp; the
+ * scaling by 2^n with vscalefps, which gives 0 below the float range. */
+static inline __m512 exp512(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f)); /* keeps r finite for x = -inf */
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+static inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
+
+void eng_softmax_avx512(float *s, int n, float scale);
+void eng_softmax_avx512(float *s, int n, float scale) {
+    const __m512 sv = _mm512_set1_ps(scale);
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int p = 0; p < n; p += 16) {
+        const __mmask16 m = tail_mask(n - p);
+        const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + p), sv);
+        _mm512_mask_storeu_ps(s + p, m, v);
+        mx = _mm512_mask_max_ps(mx, m, mx, v);
+    }
+    const __m512 mv = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+    for (int p = 0; p < n; p += 16) {
+        const __mmask16 m = tail_mask(n - p);
+        const __m512 e = _mm512_maskz_mov_ps(m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + p), mv)));
+        _mm512_mask_storeu_ps(s + p, m, e);
+        a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(a0, a1))));
+    for (int p = 0; p < n; p += 16) {
+        const __mmask16 m = tail_mask(n - p);
+        _mm512_mask_storeu_ps(s + p, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + p), inv));
+    }
+}
+
+void eng_swiglu_avx512(const float *g, const float *u, float *out, int64_t n);
+void eng_swiglu_avx512(const float *g, const float *u, float *out, int64_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask(n - i);
+        const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+        const __m512 silu = _mm512_div_ps(x, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+        _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
+void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n);
+void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask(n - i);
+        const __m512 sg = _mm512_div_ps(one, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(m, g + i)))));
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), sg));
+    }
+}
+
 /* ---- attention over an F16 cache, query heads grouped per KV head -------------------------- */
 
 /* [sum of a0's lanes, of a1's, of a2's, of a3's]: one fixed tree for every score */

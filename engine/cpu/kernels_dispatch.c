@@ -36,6 +36,9 @@ eng_gemm_fn eng_gemm_avx512(int weight_type);
 eng_gemm_prep_fn eng_gemm_prep_avx512(int weight_type);
 size_t eng_gemm_ws_avx512(int64_t k);
 void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
+void eng_softmax_avx512(float *s, int n, float scale);
+void eng_swiglu_avx512(const float *g, const float *u, float *out, int64_t n);
+void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n);
 void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
 #ifdef DP_HAVE_AMX_BUILD
 eng_gemm_fn eng_gemm_amx(int weight_type);
@@ -269,6 +272,34 @@ eng_delta_chunk_fn eng_delta_chunk_best(void) {
     if (!g_force_scalar && have_avx2()) return eng_delta_chunk_avx2;
 #endif
     return eng_delta_chunk_ref;
+}
+
+void eng_softmax_ref(float *s, int n, float scale);
+void eng_swiglu_ref(const float *g, const float *u, float *out, int64_t n);
+void eng_mul_sigmoid_ref(float *x, const float *g, int64_t n);
+
+eng_softmax_fn eng_softmax_best(bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx512()) return eng_softmax_avx512;
+#endif
+    (void)exact;
+    return eng_softmax_ref;
+}
+
+eng_swiglu_fn eng_swiglu_best(bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx512()) return eng_swiglu_avx512;
+#endif
+    (void)exact;
+    return eng_swiglu_ref;
+}
+
+eng_mul_sigmoid_fn eng_mul_sigmoid_best(bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx512()) return eng_mul_sigmoid_avx512;
+#endif
+    (void)exact;
+    return eng_mul_sigmoid_ref;
 }
 
 void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n) {

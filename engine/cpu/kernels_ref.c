@@ -250,3 +250,29 @@ void eng_kv_axpy_f16_ref(float *acc, float w, const void *v, int n) {
     const eng_f16 *x = v;
     for (int i = 0; i < n; i++) acc[i] += w * F16(x[i]);
 }
+
+void eng_softmax_ref(float *s, int n, float scale);
+void eng_softmax_ref(float *s, int n, float scale) {
+    float mx = -INFINITY;
+    for (int p = 0; p < n; p++) {
+        s[p] *= scale;
+        if (s[p] > mx) mx = s[p];
+    }
+    double sum = 0;
+    for (int p = 0; p < n; p++) {
+        s[p] = expf(s[p] - mx);
+        sum += s[p];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int p = 0; p < n; p++) s[p] *= inv;
+}
+
+void eng_swiglu_ref(const float *g, const float *u, float *out, int64_t n);
+void eng_swiglu_ref(const float *g, const float *u, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void eng_mul_sigmoid_ref(float *x, const float *g, int64_t n);
+void eng_mul_sigmoid_ref(float *x, const float *g, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] *= 1.0f / (1.0f + expf(-g[i]));
+}

@@ -272,6 +272,49 @@ static void task(void *arg, int ith, int nth) {
 
 /* Grouped-query attention loops (F16 and F32 caches): close to the exact path, and per head the
  * same bits whatever the group size or the split of the rows into calls. */
+/* The fast softmax, SwiGLU and sigmoid gate (polynomial exp) stay within a few ulp of the libm
+ * references, over odd lengths, extreme inputs and a -inf score, and give the same bits on a
+ * second call (they must be deterministic for batch invariance). */
+static void test_exp_ops_match_reference(void **state) {
+    (void)state;
+    const eng_softmax_fn sm = eng_softmax_best(false), sm_ref = eng_softmax_best(true);
+    const eng_swiglu_fn sw = eng_swiglu_best(false), sw_ref = eng_swiglu_best(true);
+    const eng_mul_sigmoid_fn ms = eng_mul_sigmoid_best(false), ms_ref = eng_mul_sigmoid_best(true);
+    uint64_t s = 99;
+    enum { N = 1037 };
+    static float a[N], b[N], c[N], d[N], u[N];
+    for (int n = 1; n <= N; n += n < 40 ? 1 : 331) {
+        for (int i = 0; i < n; i++) {
+            a[i] = tu_randn(&s) * (i % 7 == 3 ? 40.0f : 4.0f);
+            u[i] = tu_randn(&s);
+        }
+        if (n > 5) a[5] = -INFINITY; /* a masked-out score */
+        memcpy(b, a, sizeof(float) * (size_t)n);
+        memcpy(c, a, sizeof(float) * (size_t)n);
+        sm(b, n, 0.125f);
+        sm_ref(c, n, 0.125f);
+        for (int i = 0; i < n; i++)
+            if (fabsf(b[i] - c[i]) > 4e-7f * c[i] + 1e-30f)
+                fail_msg("softmax n=%d [%d]: %.9g, reference %.9g", n, i, (double)b[i], (double)c[i]);
+        memcpy(d, a, sizeof(float) * (size_t)n);
+        sm(d, n, 0.125f);
+        assert_memory_equal(b, d, sizeof(float) * (size_t)n);
+        for (int i = 0; i < n; i++) a[i] = isinf(a[i]) ? -90.0f : a[i] * 3.0f; /* silu and sigmoid of large |x| */
+        sw(a, u, b, n);
+        sw_ref(a, u, c, n);
+        for (int i = 0; i < n; i++)
+            if (fabsf(b[i] - c[i]) > 4e-7f * fabsf(c[i]) + 1e-30f)
+                fail_msg("swiglu n=%d [%d] x=%g: %.9g, reference %.9g", n, i, (double)a[i], (double)b[i], (double)c[i]);
+        memcpy(b, u, sizeof(float) * (size_t)n);
+        memcpy(c, u, sizeof(float) * (size_t)n);
+        ms(b, a, n);
+        ms_ref(c, a, n);
+        for (int i = 0; i < n; i++)
+            if (fabsf(b[i] - c[i]) > 4e-7f * fabsf(c[i]) + 1e-30f)
+                fail_msg("sigmoid gate n=%d [%d] g=%g: %.9g, reference %.9g", n, i, (double)a[i], (double)b[i], (double)c[i]);
+    }
+}
+
 static void test_grouped_attention_loops(void **state) {
     (void)state;
     const int hds[] = {128, 80, 64, 24};
@@ -351,6 +394,7 @@ int main(void) {
         cmocka_unit_test(test_rope_pairs_and_frequency_divisors),
         cmocka_unit_test(test_q8_0_activation_rounds_half_to_even),
         cmocka_unit_test(test_grouped_attention_loops),
+        cmocka_unit_test(test_exp_ops_match_reference),
         cmocka_unit_test(test_thread_pool_runs_every_slice_once),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
