@@ -43,10 +43,9 @@ typedef void (*eng_gemm_fn)(int64_t k, const void *w, size_t row_bytes, int64_t 
                             size_t x_stride, int n_tok, float *y, int ldy, void *ws);
 /* NULL when the CPU or type has no GEMM kernel. */
 eng_gemm_fn eng_gemm_best(int weight_type);
+/* (With AMX, kernels_amx.c, the GEMM multiplies tiles of 16 rows x 16 tokens and hands products
+ * of fewer tokens than pays off to the AVX-512 GEMM, which gives the same bits.) */
 size_t eng_gemm_ws_size(int64_t k, int n_tok);
-/* With AMX (kernels_amx.c) the GEMM multiplies tiles of 16 rows x 16 tokens; below this many
- * tokens it hands the product to the AVX-512 GEMM, which is faster there and gives the same bits. */
-#define ENG_AMX_MIN_TOKENS 8
 /* (optional) Rewrites quantized activation rows in place into the form a type's GEMM reads
  * (Q8_0: bytes biased by 128); called once per product before the GEMM, when the GEMM is the
  * rows' only reader. NULL when the GEMM reads them as quantized. */

@@ -22,8 +22,8 @@
  *   bytes) and the vector side folds it: acc = fma(S - 128 sum w, d_w * d_x, acc) (the
  *   activations come biased by 128 from eng_gemm_prep, as for the AVX-512 GEMM).
  * - The tile unit runs beside the vector units; the decode (nibbles, scale fold) is paid once per
- *   tile for every group of 16 tokens. Below ENG_AMX_MIN_TOKENS tokens the AVX-512 GEMM is
- *   faster (a tile multiply costs the same for 1 token as for 16) and runs instead: the same bits.
+ *   tile for every group of 16 tokens. For a few tokens the AVX-512 GEMM is faster (a tile
+ *   multiply costs the same for 1 token as for 16) and runs instead: the same bits.
  * - Tile state: each call loads its tile configuration and releases the tiles before returning,
  *   so a pool thread carries no tile state into a context switch (the kernel saves 8 KB of tile
  *   data per switch while tiles are in use).
@@ -480,7 +480,10 @@ eng_gemm_fn eng_gemm_avx512(int weight_type);
 
 static void gemm_amx(int wt, int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1, const void *x, size_t xs,
                      int n_tok, float *y, int ldy, void *ws) {
-    if (n_tok < ENG_AMX_MIN_TOKENS) {
+    /* below this many tokens the AVX-512 GEMM is as fast or faster (single thread, weights from
+     * DRAM, K = 2560: Q4_K even at 6 tokens, Q6_K, whose decode costs the AVX-512 kernel more,
+     * behind from 2) */
+    if (n_tok < (wt == ENG_TYPE_Q6_K ? 3 : 6)) {
         eng_gemm_avx512(wt)(k, w, rb, r0, r1, x, xs, n_tok, y, ldy, ws);
         return;
     }
