@@ -282,6 +282,7 @@ static void cu_deltanet(eng_backend *be, const eng_deltanet_args *a) {
     d.n_k = a->n_k, d.n_v = a->n_v, d.dk = a->dk, d.dv = a->dv, d.kernel = a->kernel;
     d.ch_n = 2 * a->n_k * a->dk + a->n_v * a->dv;
     d.eps = a->eps;
+    d.chunked = a->chunked;
     if (!d.seq || !d.conv_w || !d.dt_bias || !d.ssm_a || !d.norm_w) return;
     gk_deltanet(&d, c->st);
     check_launch(c, "deltanet");

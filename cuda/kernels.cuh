@@ -64,7 +64,12 @@ typedef struct gk_dn {
     float *conv_state, *ssm_state;
     int n_k, n_v, dk, dv, kernel, ch_n;
     float eps;
+    bool chunked; // prompts chunk-wise (engine/backend.h); decode steps are recurrent either way
 } gk_dn;
+// A sequence with at least this many tokens in a chunked step goes chunk-wise, as on the CPU
+// (backend_cpu.c's DN_CHUNK_MIN); the rest token by token. The choice depends on the sequence's
+// own tokens only, so results stay batch-invariant.
+#define GK_DN_CHUNK_MIN 16
 bool gk_deltanet_supported(int dk, int dv, int kernel);
 void gk_deltanet(const gk_dn *a, cudaStream_t st);
 

@@ -7,7 +7,10 @@
  *  - generated qwen3 and qwen35 models quantized to Q4_K_M, four sequences stepping together
  *    past a KV block boundary, two of them continuing from a shared prefix (KV blocks copied
  *    on write; the DeltaNet state copied);
- *  - batch invariance: a sequence's logits are bit-identical alone and among four others;
+ *  - the chunk-wise DeltaNet of prompt pieces against the token-by-token form (F32 weights, so
+ *    the products stay in f32 and nothing amplifies the forms' rounding differences);
+ *  - batch invariance: a sequence's logits are bit-identical alone and among four others (their
+ *    prompts mixing the chunk-wise and the token-by-token forms in one step);
  *  - device selection: auto picks the GPU, and the CPU for --exact, which cuda refuses; a
  *    context far larger than the GPU fails with DP_ENOMEM and a budget fitted from the GPU's
  *    free memory succeeds.
@@ -193,6 +196,56 @@ static void test_gpu_paged_batched_decode_matches_cpu(void **state) {
     paged_batched(ENG_ARCH_QWEN35);
 }
 
+/* The chunk-wise DeltaNet of prompt pieces against the token-by-token form on the same device:
+ * a 150-token prompt (9 full chunks and a partial one) then 4 greedy steps, on a generated
+ * qwen35 model with 128 x 128 heads (the shape of Qwen3.5-4B) and F32 weights, whose products
+ * stay in f32 on the GPU (an f16 rounding would amplify the forms' last-bit differences). */
+static void test_gpu_deltanet_chunked_prompt_matches_recurrent(void **state) {
+    (void)state;
+    SKIP_WITHOUT_GPU();
+    eng_test_model_params p;
+    eng_test_model_defaults(&p, ENG_ARCH_QWEN35);
+    p.n_embd = 256, p.n_ff = 512, p.n_head = 8, p.head_dim = 64, p.ssm_d_state = 128, p.n_vocab = 2048;
+    p.weight_type = ENG_TYPE_F32;
+    eng_model *m;
+    dp_err err = {0};
+    const char *path = tu_tmp("gpu-qwen35-f32.gguf");
+    if (eng_test_model_write(&p, path, 2, &err)) fail_msg("%s", err.msg);
+    if (eng_model_load(path, &m, &err)) fail_msg("%s", err.msg);
+    const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
+    eng_context *ctx[2];
+    for (int i = 0; i < 2; i++) {
+        eng_context_params cp = eng_context_default_params();
+        cp.device = ENG_DEVICE_CUDA;
+        cp.n_ctx = 256;
+        cp.n_seq_max = 1;
+        cp.deltanet_mode = i == 0 ? 1 : 2; /* token by token, chunk-wise */
+        if (eng_context_new(m, &cp, &ctx[i], &err)) fail_msg("context: %s", err.msg);
+    }
+    enum { P = 150 };
+    int32_t tok[P], pos[P], seq[P];
+    for (int i = 0; i < P; i++) tok[i] = (i * 71 + 5) % V, pos[i] = i, seq[i] = 0;
+    eng_batch b = {P, tok, pos, seq, NULL};
+    double worst = 0, top = 0;
+    for (int step = 0; step <= 4; step++) {
+        for (int i = 0; i < 2; i++)
+            if (eng_decode(ctx[i], &b, &err)) fail_msg("decode: %s", err.msg);
+        for (int32_t v = 0; v < V; v++) {
+            const double d = fabs((double)eng_get_logits(ctx[0], 0)[v] - eng_get_logits(ctx[1], 0)[v]);
+            if (d > worst) worst = d;
+            if (fabs((double)eng_get_logits(ctx[0], 0)[v]) > top) top = fabs((double)eng_get_logits(ctx[0], 0)[v]);
+        }
+        tok[0] = eng_argmax(eng_get_logits(ctx[0], 0), V), pos[0] = P + step;
+        b.n = 1;
+    }
+    print_message("  chunk-wise vs token by token, 150-token prompt and 4 steps: max |logit delta| %.3g (max |logit| %.3g)\n",
+                  worst, top);
+    if (worst > 1e-4 * (1.0 + top)) fail_msg("chunk-wise DeltaNet differs from the recurrence by %.4g", worst);
+    eng_context_free(ctx[0]);
+    eng_context_free(ctx[1]);
+    eng_model_free(m);
+}
+
 /* Sequence 0's logits, bit for bit, decoded alone and among four others whose prompts share its
  * steps (prompt tokens of all five in one call, then every step together). */
 static void batch_invariant(eng_arch arch) {
@@ -284,6 +337,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_fixture_models_match_cpu),
         cmocka_unit_test(test_gpu_paged_batched_decode_matches_cpu),
+        cmocka_unit_test(test_gpu_deltanet_chunked_prompt_matches_recurrent),
         cmocka_unit_test(test_gpu_results_are_batch_invariant),
         cmocka_unit_test(test_gpu_device_selection_and_memory),
     };
