@@ -1,0 +1,89 @@
+/*
+ * bench_gemm.c - one thread's GEMM throughput for a weight type, shape and token count: the
+ * kernel eng_gemm_best picks (AMX where the CPU has it, else AVX-512), or the AVX-512 one with
+ * --no-amx. Weights of M matrices (--mats M) are cycled, so with enough of them they come from
+ * DRAM as in a real step instead of staying in L2/L3. Best of the repetitions.
+ *
+ *   bench_gemm q4_k 2560 9728 16            # one qwen3 ffn_up, 16 tokens (a 16-sequence step)
+ *   bench_gemm q6_k 2560 32768 16 --mats 24 # 24 x 62 MB: from DRAM
+ *   bench_gemm q4_k 2560 9728 512 --no-amx  # a 512-token prompt piece, AVX-512
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "platform.h"
+#include "quant.h"
+#include "rng.h"
+
+int main(int argc, char **argv) {
+    if (argc < 5) {
+        fprintf(stderr, "usage: bench_gemm q4_k|q5_k|q6_k|q8_0 K N TOKENS [--reps R] [--mats M] [--no-amx]\n");
+        return 64;
+    }
+    const char *tn = argv[1];
+    const int wt = !strcmp(tn, "q4_k") ? ENG_TYPE_Q4_K : !strcmp(tn, "q5_k") ? ENG_TYPE_Q5_K
+                 : !strcmp(tn, "q6_k") ? ENG_TYPE_Q6_K : !strcmp(tn, "q8_0") ? ENG_TYPE_Q8_0 : -1;
+    const int64_t K = atoll(argv[2]), N = atoll(argv[3]);
+    const int T = atoi(argv[4]);
+    int reps = 5, mats = 1;
+    for (int i = 5; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--mats") && i + 1 < argc) mats = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-amx")) eng_cpu_disable_amx(true);
+        else {
+            fprintf(stderr, "bench_gemm: unknown option '%s'\n", argv[i]);
+            return 64;
+        }
+    }
+    if (wt < 0 || K <= 0 || K % 256 || N <= 0 || T <= 0 || reps <= 0 || mats <= 0) {
+        fprintf(stderr, "bench_gemm: need a type of q4_k, q5_k, q6_k, q8_0, K a multiple of 256, N, TOKENS > 0\n");
+        return 64;
+    }
+    const eng_gemm_fn gemm = eng_gemm_best(wt);
+    if (!gemm) {
+        fprintf(stderr, "bench_gemm: this CPU has no GEMM kernel for %s\n", tn);
+        return 1;
+    }
+    const int act = eng_act_type(wt);
+    const size_t rb = eng_row_size(wt, K), xs = eng_act_row_size(act, K);
+    uint8_t *w = malloc(rb * (size_t)N * (size_t)mats), *x = malloc(xs * (size_t)T);
+    float *f = malloc((size_t)K * sizeof(float)), *y = malloc((size_t)T * (size_t)N * sizeof(float));
+    void *ws = malloc(eng_gemm_ws_size(K, T));
+    if (!w || !x || !f || !y || !ws) {
+        fprintf(stderr, "bench_gemm: out of memory\n");
+        return 1;
+    }
+    uint64_t s = 1;
+    /* 64 distinct rows quantized, the rest copies: the speed does not depend on the values */
+    for (int64_t r = 0; r < N * mats; r++) {
+        if (r < 64) {
+            for (int64_t i = 0; i < K; i++) f[i] = (float)((double)(dp_splitmix64(&s) >> 11) / 9007199254740992.0 * 2 - 1);
+            eng_quantize_row(wt, f, w + rb * (size_t)r, K);
+        } else {
+            memcpy(w + rb * (size_t)r, w + rb * (size_t)(r % 64), rb);
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        for (int64_t i = 0; i < K; i++) f[i] = (float)((double)(dp_splitmix64(&s) >> 11) / 9007199254740992.0 * 2 - 1);
+        eng_act_quantize(act, f, x + xs * (size_t)t, K);
+    }
+    if (eng_gemm_prep_best(wt)) eng_gemm_prep_best(wt)(x, xs, T, K);
+    double best = 1e30;
+    for (int r = 0; r < reps * mats; r++) {
+        const uint64_t t0 = dp_time_ns();
+        gemm(K, w + (size_t)(r % mats) * rb * (size_t)N, rb, 0, N, x, xs, T, y, (int)N, ws);
+        const double dt = (double)(dp_time_ns() - t0) * 1e-9;
+        if (dt < best) best = dt;
+    }
+    printf("%s %s K=%lld N=%lld tokens=%d mats=%d: %.3f ms, %.1f GMAC/s, %.2f GB/s of weights\n", tn,
+           eng_cpu_kernel_name(), (long long)K, (long long)N, T, mats, best * 1e3, (double)K * (double)N * T / best * 1e-9,
+           (double)rb * (double)N / best * 1e-9);
+    free(w);
+    free(x);
+    free(f);
+    free(y);
+    free(ws);
+    return 0;
+}
