@@ -71,18 +71,26 @@ static void test_paragraph_boundaries_and_overlap(void **state) {
         n += (size_t)sprintf(text + n, "Paragraph %d of the report says the system processed the data for the team", p);
         n += (size_t)sprintf(text + n, " and the results were good.\n\n");
     }
+    /* a budget of about two and a half paragraphs of whatever tokenizer is in use: the real BPE
+     * of the fixtures (~25 tokens a paragraph) or, without ../shared, the generated model's
+     * (several times more) */
+    const char *para_end = strstr(text, "\n\n");
+    const int32_t para = (int32_t)count(text, (size_t)(para_end + 2 - text));
+    const int32_t budget = para * 5 / 2, overlap = para / 3 > 0 ? para / 3 : 1;
     pl_chunks c = {0};
     dp_err err = {0};
-    assert_int_equal(pl_chunk_text(g_tok, NULL, text, n, 64, 8, &c, &err), DP_OK);
-    check_cover(text, n, &c, 64);
+    assert_int_equal(pl_chunk_text(g_tok, NULL, text, n, budget, overlap, &c, &err), DP_OK);
+    check_cover(text, n, &c, budget);
+    assert_true(c.n >= 3);
     size_t at_para = 0;
     for (size_t i = 0; i + 1 < c.n; i++)
         at_para += c.v[i].end >= 2 && text[c.v[i].end - 1] == '\n' && text[c.v[i].end - 2] == '\n';
-    assert_true(at_para + 1 >= c.n - 1); /* paragraphs of ~25 tokens: cuts land between them */
+    if (at_para + 1 < c.n - 1) /* cuts land between paragraphs */
+        fail_msg("%zu of %zu cuts at a paragraph end (paragraphs of %d tokens, budget %d)", at_para, c.n - 1, para, budget);
     assert_true(c.v[1].start < c.v[0].end); /* overlap */
     pl_chunks_free(&c);
     /* no overlap: the chunks tile the text exactly */
-    assert_int_equal(pl_chunk_text(g_tok, NULL, text, n, 64, 0, &c, &err), DP_OK);
+    assert_int_equal(pl_chunk_text(g_tok, NULL, text, n, budget, 0, &c, &err), DP_OK);
     for (size_t i = 1; i < c.n; i++) assert_int_equal(c.v[i].start, c.v[i - 1].end);
     pl_chunks_free(&c);
     free(text);
