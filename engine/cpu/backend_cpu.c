@@ -88,21 +88,25 @@ static void mm_rows(void *arg, int ith, int nth) {
         return;
     }
     /* Tiles of 16 rows x all tokens: a tile's weights (~23 KB of Q4_K at K = 2560) stay in L1/L2
-     * while every token's activations stream past, four tokens per kernel call. */
-    const int64_t TILE = 16;
+     * while every token's activations stream past, four tokens per kernel call. The first pass
+     * over a row fetches the row ~16 KB ahead of it (within this thread's slice) into L2. */
+    const int64_t TILE = 16, ahead = (int64_t)((16384 + w->row_bytes - 1) / w->row_bytes);
     for (int64_t rt = r0; rt < r1; rt += TILE) {
         const int64_t re = rt + TILE < r1 ? rt + TILE : r1;
         int t = 0;
         if (m->dot4)
             for (; t + 4 <= m->n_tok; t += 4)
                 for (int64_t r = rt; r < re; r++) {
+                    if (t == 0 && r + ahead < r1) eng_prefetch_l2(wd + (size_t)(r + ahead) * w->row_bytes, w->row_bytes);
                     float o[4];
                     m->dot4(K, wd + (size_t)r * w->row_bytes, xq + (size_t)t * m->xq_row, m->xq_row, o);
                     for (int j = 0; j < 4; j++) m->y[(size_t)(t + j) * m->ldy + r] = o[j];
                 }
-        for (; t < m->n_tok; t++)
-            for (int64_t r = rt; r < re; r++)
+        for (const int first = t; t < m->n_tok; t++)
+            for (int64_t r = rt; r < re; r++) {
+                if (t == first && first == 0 && r + ahead < r1) eng_prefetch_l2(wd + (size_t)(r + ahead) * w->row_bytes, w->row_bytes);
                 m->y[(size_t)t * m->ldy + r] = m->dot(K, wd + (size_t)r * w->row_bytes, xq + (size_t)t * m->xq_row);
+            }
     }
 }
 

@@ -7,7 +7,9 @@
  *   bench_gemm q4_k 2560 9728 16            # one qwen3 ffn_up, 16 tokens (a 16-sequence step)
  *   bench_gemm q6_k 2560 32768 16 --mats 24 # 24 x 62 MB: from DRAM
  *   bench_gemm q4_k 2560 9728 512 --no-amx  # a 512-token prompt piece, AVX-512
+ *   bench_gemm q4_k 2560 9728 1 --dot --mats 24  # one-sequence decode: a row dot per row, as the engine runs it
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +21,7 @@
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: bench_gemm q4_k|q5_k|q6_k|q8_0 K N TOKENS [--reps R] [--mats M] [--no-amx]\n");
+        fprintf(stderr, "usage: bench_gemm q4_k|q5_k|q6_k|q8_0 K N TOKENS [--reps R] [--mats M] [--no-amx] [--dot]\n");
         return 64;
     }
     const char *tn = argv[1];
@@ -28,10 +30,12 @@ int main(int argc, char **argv) {
     const int64_t K = atoll(argv[2]), N = atoll(argv[3]);
     const int T = atoi(argv[4]);
     int reps = 5, mats = 1;
+    bool dot = false;
     for (int i = 5; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--mats") && i + 1 < argc) mats = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-amx")) eng_cpu_disable_amx(true);
+        else if (!strcmp(argv[i], "--dot")) dot = true;
         else {
             fprintf(stderr, "bench_gemm: unknown option '%s'\n", argv[i]);
             return 64;
@@ -46,6 +50,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_gemm: this CPU has no GEMM kernel for %s\n", tn);
         return 1;
     }
+    const eng_vec_dot_fn vdot = eng_vec_dot_best(wt);
     const int act = eng_act_type(wt);
     const size_t rb = eng_row_size(wt, K), xs = eng_act_row_size(act, K);
     uint8_t *w = malloc(rb * (size_t)N * (size_t)mats), *x = malloc(xs * (size_t)T);
@@ -69,16 +74,21 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < K; i++) f[i] = (float)((double)(dp_splitmix64(&s) >> 11) / 9007199254740992.0 * 2 - 1);
         eng_act_quantize(act, f, x + xs * (size_t)t, K);
     }
-    if (eng_gemm_prep_best(wt)) eng_gemm_prep_best(wt)(x, xs, T, K);
+    if (!dot && eng_gemm_prep_best(wt)) eng_gemm_prep_best(wt)(x, xs, T, K);
     double best = 1e30;
     for (int r = 0; r < reps * mats; r++) {
         const uint64_t t0 = dp_time_ns();
-        gemm(K, w + (size_t)(r % mats) * rb * (size_t)N, rb, 0, N, x, xs, T, y, (int)N, ws);
+        const uint8_t *wm = w + (size_t)(r % mats) * rb * (size_t)N;
+        if (dot)
+            for (int t = 0; t < T; t++)
+                for (int64_t n = 0; n < N; n++) y[(size_t)t * N + n] = vdot(K, wm + rb * (size_t)n, x + xs * (size_t)t);
+        else
+            gemm(K, wm, rb, 0, N, x, xs, T, y, (int)N, ws);
         const double dt = (double)(dp_time_ns() - t0) * 1e-9;
         if (dt < best) best = dt;
     }
-    printf("%s %s K=%lld N=%lld tokens=%d mats=%d: %.3f ms, %.1f GMAC/s, %.2f GB/s of weights\n", tn,
-           eng_cpu_kernel_name(), (long long)K, (long long)N, T, mats, best * 1e3, (double)K * (double)N * T / best * 1e-9,
+    printf("%s %s%s K=%lld N=%lld tokens=%d mats=%d: %.3f ms, %.1f GMAC/s, %.2f GB/s of weights\n", tn,
+           eng_cpu_kernel_name(), dot ? " row dots" : "", (long long)K, (long long)N, T, mats, best * 1e3, (double)K * (double)N * T / best * 1e-9,
            (double)rb * (double)N / best * 1e-9);
     free(w);
     free(x);
