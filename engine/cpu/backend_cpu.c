@@ -102,9 +102,9 @@ static void mm_rows(void *arg, int ith, int nth) {
                     m->dot4(K, wd + (size_t)r * w->row_bytes, xq + (size_t)t * m->xq_row, m->xq_row, o);
                     for (int j = 0; j < 4; j++) m->y[(size_t)(t + j) * m->ldy + r] = o[j];
                 }
-        for (const int first = t; t < m->n_tok; t++)
+        for (; t < m->n_tok; t++)
             for (int64_t r = rt; r < re; r++) {
-                if (t == first && first == 0 && r + ahead < r1) eng_prefetch_l2(wd + (size_t)(r + ahead) * w->row_bytes, w->row_bytes);
+                if (t == 0 && r + ahead < r1) eng_prefetch_l2(wd + (size_t)(r + ahead) * w->row_bytes, w->row_bytes);
                 m->y[(size_t)t * m->ldy + r] = m->dot(K, wd + (size_t)r * w->row_bytes, xq + (size_t)t * m->xq_row);
             }
     }

@@ -46,11 +46,11 @@ int main(int argc, char **argv) {
         return 64;
     }
     const eng_gemm_fn gemm = eng_gemm_best(wt);
-    if (!gemm) {
-        fprintf(stderr, "bench_gemm: this CPU has no GEMM kernel for %s\n", tn);
+    const eng_vec_dot_fn vdot = eng_vec_dot_best(wt);
+    if (dot ? !vdot : !gemm) {
+        fprintf(stderr, "bench_gemm: this CPU has no %s kernel for %s\n", dot ? "row dot" : "GEMM", tn);
         return 1;
     }
-    const eng_vec_dot_fn vdot = eng_vec_dot_best(wt);
     const int act = eng_act_type(wt);
     const size_t rb = eng_row_size(wt, K), xs = eng_act_row_size(act, K);
     uint8_t *w = malloc(rb * (size_t)N * (size_t)mats), *x = malloc(xs * (size_t)T);
