@@ -3,9 +3,9 @@
  *
  * DESIGN
  * - Every op that is worth it runs as one task on the thread pool; each thread takes a
- *   contiguous slice (weight rows for matmul, (token, head) pairs for attention, value heads
- *   for the DeltaNet recurrence), so results do not depend on the thread count: every output
- *   element is computed by one thread in a fixed order.
+ *   contiguous slice (weight rows for matmul, (token cluster, KV head) pairs for attention,
+ *   value heads for the DeltaNet recurrence), so results do not depend on the thread count:
+ *   every output element is computed by one thread in a fixed order.
  * - matmul quantizes the activation rows once per call to the weight's vec-dot type
  *   (model-spec 2.5), then streams each weight row once for all tokens of the batch. In exact
  *   mode each weight row is dequantized to f32 and multiplied in f32 instead.
@@ -196,47 +196,103 @@ static void cpu_kv_store(eng_backend *be, void *kc, void *vc, int kv_type, int k
 typedef struct attn_task {
     cpu_be *c;
     const eng_attn_args *a;
+    int cluster; /* tokens per work item */
+    int max_pos; /* over the step's tokens */
 } attn_task;
 
-/* One work item is a token and a KV head with its group of query heads: each cached row is read
- * and converted once for the whole group (4 query heads per KV head in Qwen3-4B). */
+/* Cache rows of block ib of token t's sequence, from KV head kvh on. */
+static inline const uint8_t *kv_block(const eng_attn_args *a, const void *base, int t, int ib, int kvh) {
+    const size_t esz = a->kv_type == ENG_TYPE_F32 ? 4 : 2, row = (size_t)a->n_head_kv * a->hd * esz;
+    const int32_t blk = a->blk_table[(size_t)a->seq[t] * a->blk_stride + ib];
+    return (const uint8_t *)base + (size_t)blk * a->blk_size * row + (size_t)kvh * a->hd * esz;
+}
+
+/* The run of cluster tokens j.. (tokens t0 + j..) that read the same cache block at index ib
+ * with the same number of rows in range (*n; 0 or less: token j does not reach the block):
+ * returns its end. */
+static int block_run(const eng_attn_args *a, int t0, int m, int j, int ib, int *n) {
+    const int B = a->blk_size, p0 = ib * B;
+#define ROWS_IN(t) (a->pos[t] + 1 - p0 < B ? a->pos[t] + 1 - p0 : B)
+#define BLOCK(t) a->blk_table[(size_t)a->seq[t] * a->blk_stride + ib]
+    *n = ROWS_IN(t0 + j);
+    int j1 = j + 1;
+    if (*n > 0)
+        while (j1 < m && BLOCK(t0 + j1) == BLOCK(t0 + j) && ROWS_IN(t0 + j1) == *n) j1++;
+#undef BLOCK
+#undef ROWS_IN
+    return j1;
+}
+
+/* One work item is a cluster of consecutive tokens and a KV head with its group of query heads.
+ * Within the cluster, tokens whose block tables hold the same cache block at the same index, with
+ * the same number of rows in range, are scored and mixed together: the block's K and V rows are
+ * read and converted once for all of them (sequences sharing a prompt prefix by reference, and a
+ * prompt piece's tokens over its full earlier blocks), and for each token once for its group of
+ * query heads (4 per KV head in Qwen3-4B). The kernels' arithmetic per (head, row) does not depend
+ * on how many heads they get, and blocks run in position order, so each token's result is the
+ * same bits in any cluster: batch invariance holds. */
 static void attn_heads(void *arg, int ith, int nth) {
     attn_task *at = arg;
     const eng_attn_args *a = at->a;
-    const int hd = a->hd, kv_dim = a->n_head_kv * hd, G = a->n_head / a->n_head_kv;
-    const int64_t total = (int64_t)a->n_tok * a->n_head_kv;
+    const int hd = a->hd, kv_dim = a->n_head_kv * hd, G = a->n_head / a->n_head_kv, B = a->blk_size, CL = at->cluster;
+    const int n_cl = (a->n_tok + CL - 1) / CL, max_pos = at->max_pos;
+    const int64_t total = (int64_t)n_cl * a->n_head_kv;
     const int64_t i0 = total * ith / nth, i1 = total * (ith + 1) / nth;
-    int max_pos = 0;
-    for (int t = 0; t < a->n_tok; t++)
-        if (a->pos[t] + 1 > max_pos) max_pos = a->pos[t] + 1;
-    float *sc = thread_scratch(at->c, ith, (size_t)G * ((size_t)max_pos + hd));
+    /* per cluster token: scores [G][max_pos], queries and accumulators [G][hd] */
+    float *sc = thread_scratch(at->c, ith, (size_t)CL * G * ((size_t)max_pos + 2 * (size_t)hd));
     if (!sc) return;
-    float *acc = sc + (size_t)G * max_pos;
+    float *qc = sc + (size_t)CL * G * max_pos, *acc = qc + (size_t)CL * G * hd;
     const eng_kv_dots_fn kdots = eng_kv_dots_best(a->kv_type, at->c->exact);
     const eng_kv_mix_fn vmix = eng_kv_mix_best(a->kv_type, at->c->exact);
     const eng_softmax_fn softmax = eng_softmax_best(at->c->exact);
+    const size_t row = (size_t)kv_dim * (a->kv_type == ENG_TYPE_F32 ? 4 : 2), ls = (size_t)max_pos;
     for (int64_t i = i0; i < i1; i++) {
-        const int t = (int)(i / a->n_head_kv), kvh = (int)(i % a->n_head_kv);
-        const float *q = a->q + (size_t)t * a->ldq + (size_t)kvh * G * hd;
-        const int n_pos = a->pos[t] + 1, B = a->blk_size;
-        const int32_t *table = a->blk_table + (size_t)a->seq[t] * a->blk_stride;
-        const size_t esz = a->kv_type == ENG_TYPE_F32 ? 4 : 2, row = (size_t)kv_dim * esz;
-        /* positions p0.. of block table[p0 / B] are contiguous rows */
-#define KV_BLOCK(base, p0) ((const uint8_t *)(base) + (size_t)table[(p0) / B] * B * row + (size_t)kvh * hd * esz)
-        for (int p0 = 0; p0 < n_pos; p0 += B)
-            kdots(q, (size_t)hd, G, KV_BLOCK(a->k, p0), row, n_pos - p0 < B ? n_pos - p0 : B, hd, sc + p0, (size_t)max_pos);
-        for (int g = 0; g < G; g++) softmax(sc + (size_t)g * max_pos, n_pos, a->scale);
-        memset(acc, 0, (size_t)G * hd * sizeof(float));
-        for (int p0 = 0; p0 < n_pos; p0 += B)
-            vmix(acc, (size_t)hd, G, sc + p0, (size_t)max_pos, KV_BLOCK(a->v, p0), row, n_pos - p0 < B ? n_pos - p0 : B, hd);
-#undef KV_BLOCK
-        memcpy(a->out + (size_t)t * a->ldo + (size_t)kvh * G * hd, acc, (size_t)G * hd * sizeof(float));
+        const int cl = (int)(i / a->n_head_kv), kvh = (int)(i % a->n_head_kv);
+        const int t0 = cl * CL, m = a->n_tok - t0 < CL ? a->n_tok - t0 : CL;
+        int n_blk = 0;
+        for (int j = 0; j < m; j++) {
+            const float *q = a->q + (size_t)(t0 + j) * a->ldq + (size_t)kvh * G * hd;
+            memcpy(qc + (size_t)j * G * hd, q, (size_t)G * hd * sizeof(float));
+            const int nb = (a->pos[t0 + j] + B) / B;
+            n_blk = nb > n_blk ? nb : n_blk;
+        }
+        for (int ib = 0; ib < n_blk; ib++)
+            for (int j = 0, j1, n; j < m; j = j1) {
+                j1 = block_run(a, t0, m, j, ib, &n);
+                if (n > 0)
+                    kdots(qc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, kv_block(a, a->k, t0 + j, ib, kvh), row, n,
+                          hd, sc + (size_t)j * G * ls + (size_t)ib * B, ls);
+            }
+        for (int j = 0; j < m; j++)
+            for (int g = 0; g < G; g++) softmax(sc + ((size_t)j * G + g) * ls, a->pos[t0 + j] + 1, a->scale);
+        memset(acc, 0, (size_t)m * G * hd * sizeof(float));
+        for (int ib = 0; ib < n_blk; ib++)
+            for (int j = 0, j1, n; j < m; j = j1) {
+                j1 = block_run(a, t0, m, j, ib, &n);
+                if (n > 0)
+                    vmix(acc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, sc + (size_t)j * G * ls + (size_t)ib * B, ls,
+                         kv_block(a, a->v, t0 + j, ib, kvh), row, n, hd);
+            }
+        for (int j = 0; j < m; j++)
+            memcpy(a->out + (size_t)(t0 + j) * a->ldo + (size_t)kvh * G * hd, acc + (size_t)j * G * hd,
+                   (size_t)G * hd * sizeof(float));
     }
 }
 
 static void cpu_attention(eng_backend *be, const eng_attn_args *a) {
-    attn_task at = {be->impl, a};
-    eng_pool_run(((cpu_be *)be->impl)->pool, attn_heads, &at);
+    cpu_be *c = be->impl;
+    attn_task at = {c, a, 1, 0};
+    for (int t = 0; t < a->n_tok; t++)
+        if (a->pos[t] + 1 > at.max_pos) at.max_pos = a->pos[t] + 1;
+    /* Clusters of up to 16 tokens, fewer where a thread's scores would pass 4 MB or the threads
+     * would get under two work items each (a cluster is one thread's work for a KV head). */
+    const size_t per_tok = (size_t)(a->n_head / a->n_head_kv) * ((size_t)at.max_pos + 2 * (size_t)a->hd);
+    int cl = 16;
+    while (cl > 1 && ((size_t)cl * per_tok > ((size_t)1 << 20) ||
+                      (int64_t)((a->n_tok + cl - 1) / cl) * a->n_head_kv < 2 * (int64_t)c->n_threads))
+        cl /= 2;
+    at.cluster = cl;
+    eng_pool_run(c->pool, attn_heads, &at);
 }
 
 /* ---- Gated DeltaNet (model-spec 4.9), token by token ------------------------------------ */

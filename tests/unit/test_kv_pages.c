@@ -4,7 +4,9 @@
  * refused and changes nothing; shared prefix blocks are held by reference and copied only when
  * a sequence writes into one, leaving its source intact; sequences that share a partly filled
  * block and all write into it in one step need one copy fewer than they are (the last writes in
- * place), so a pool with just that room runs the step.
+ * place), so a pool with just that room runs the step; sequences stepping together over the same
+ * full blocks (attention reads such a block once for all of them) each get the bits of a
+ * sequence decoded alone, token by token, whatever the thread count.
  */
 #include "testutil.h"
 
@@ -180,12 +182,73 @@ static void test_all_holders_of_a_shared_block_step_with_one_copy_fewer(void **s
     eng_context_free(ref);
 }
 
+/* One step over 8 sequences: six hold a 512-token prefix by reference (two full blocks), one has
+ * its own 300 tokens and sits between them, one runs a 20-token prompt piece past a full block of
+ * its own. Each sequence's logits must equal a lone token-by-token decode of the same ids. */
+static void shared_blocks_step(fixture *f, int n_threads) {
+    eng_context_params cp = eng_context_default_params();
+    cp.n_ctx = 1024;
+    cp.n_seq_max = 8;
+    cp.n_threads = n_threads;
+    cp.n_ubatch = 256;
+    eng_context *c = NULL, *ref = NULL;
+    dp_err err = {0};
+    if (eng_context_new(f->m, &cp, &c, &err) || eng_context_new(f->m, &cp, &ref, &err)) fail_msg("context: %s", err.msg);
+    must_step(f, c, 0, 256, 0);
+    must_step(f, c, 0, 256, 256);
+    for (int32_t s = 1; s < 6; s++) eng_seq_copy(c, 0, s);
+    must_step(f, c, 6, 256, 0);
+    must_step(f, c, 6, 44, 256);
+    must_step(f, c, 7, 256, 0);
+    must_step(f, c, 7, 4, 256);
+    /* order: seqs 0-2, 6, 3-5, then 7's piece; one logits row per sequence */
+    enum { N = 27 };
+    int32_t tok[N], pos[N], sq[N];
+    int8_t want[N] = {0};
+    const int32_t order[7] = {0, 1, 2, 6, 3, 4, 5};
+    for (int i = 0; i < 7; i++) {
+        sq[i] = order[i];
+        pos[i] = order[i] == 6 ? 300 : 512;
+        tok[i] = (13 + 17 * order[i]) % f->V;
+        want[i] = 1;
+    }
+    for (int i = 7; i < N; i++) sq[i] = 7, pos[i] = 260 + i - 7, tok[i] = (5 + 3 * i) % f->V;
+    want[N - 1] = 1;
+    eng_batch b = {N, tok, pos, sq, want};
+    if (eng_decode(c, &b, &err)) fail_msg("the shared step: %s", err.msg);
+    for (int i = 0; i < 8; i++) {
+        const int32_t s = i < 7 ? sq[i] : 7;
+        eng_seq_clear(ref, 0);
+        if (s == 6) {
+            must_step(f, ref, 0, 256, 0);
+            must_step(f, ref, 0, 44, 256);
+        } else {
+            must_step(f, ref, 0, 256, 0);
+            must_step(f, ref, 0, s == 7 ? 4 : 256, 256);
+        }
+        const int first = i < 7 ? i : 7, last = i < 7 ? i : N - 1;
+        for (int t = first; t <= last; t++)
+            if (eng_decode_sequence(ref, 0, &tok[t], 1, pos[t], &err)) fail_msg("reference: %s", err.msg);
+        if (memcmp(eng_get_logits(ref, 0), eng_get_logits(c, i), (size_t)f->V * sizeof(float)))
+            fail_msg("%d threads: sequence %d stepped over shared blocks differs from a lone decode", n_threads, s);
+    }
+    eng_context_free(c);
+    eng_context_free(ref);
+}
+
+static void test_sequences_over_shared_blocks_get_lone_results(void **state) {
+    shared_blocks_step(*state, 1);
+    shared_blocks_step(*state, 2);
+    shared_blocks_step(*state, 3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small_pool_gives_full_pool_logits),
         cmocka_unit_test(test_exhausted_pool_refuses_the_step_and_changes_nothing),
         cmocka_unit_test(test_shared_prefix_blocks_are_held_by_reference),
         cmocka_unit_test(test_all_holders_of_a_shared_block_step_with_one_copy_fewer),
+        cmocka_unit_test(test_sequences_over_shared_blocks_get_lone_results),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
