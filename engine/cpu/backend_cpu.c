@@ -137,17 +137,34 @@ static void cpu_matmul(eng_backend *be, const eng_weight *w, const float *x, int
 
 /* ---- small float ops -------------------------------------------------------------------- */
 
+typedef struct norm_task {
+    const float *x, *w;
+    float *y;
+    int ldx, ldy, n_rows, n;
+    float eps;
+} norm_task;
+
+/* Rows in contiguous slices, each row's sum of squares in index order as ggml's. */
+static void norm_rows(void *arg, int ith, int nth) {
+    const norm_task *a = arg;
+    const int r0 = (int)((int64_t)a->n_rows * ith / nth), r1 = (int)((int64_t)a->n_rows * (ith + 1) / nth);
+    for (int r = r0; r < r1; r++) {
+        const float *xr = a->x + (size_t)r * a->ldx;
+        float *yr = a->y + (size_t)r * a->ldy;
+        double ss = 0; /* ggml accumulates the sum of squares in double */
+        for (int i = 0; i < a->n; i++) ss += (double)xr[i] * xr[i];
+        const float scale = 1.0f / sqrtf((float)(ss / a->n) + a->eps);
+        for (int i = 0; i < a->n; i++) yr[i] = (xr[i] * scale) * a->w[i];
+    }
+}
+
 static void cpu_rmsnorm(eng_backend *be, const float *x, int ldx, const float *w, float *y, int ldy, int n_rows, int n,
                         float eps) {
-    (void)be;
-    for (int r = 0; r < n_rows; r++) {
-        const float *xr = x + (size_t)r * ldx;
-        float *yr = y + (size_t)r * ldy;
-        double ss = 0; /* ggml accumulates the sum of squares in double */
-        for (int i = 0; i < n; i++) ss += (double)xr[i] * xr[i];
-        const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
-        for (int i = 0; i < n; i++) yr[i] = (xr[i] * scale) * w[i];
-    }
+    norm_task a = {x, w, y, ldx, ldy, n_rows, n, eps};
+    /* the sum is a chain of dependent adds (~4 cycles an element): a few thousand elements are
+     * worth a pool round trip */
+    if ((int64_t)n_rows * n < 4096) norm_rows(&a, 0, 1);
+    else eng_pool_run(((cpu_be *)be->impl)->pool, norm_rows, &a);
 }
 
 static void cpu_rope(eng_backend *be, float *x, int ld, int n_tok, int n_head, int hd, int n_rot, const int32_t *pos,
@@ -223,6 +240,13 @@ static int block_run(const eng_attn_args *a, int t0, int m, int j, int ib, int *
     return j1;
 }
 
+/* n F16 rows of hd values, stride bytes apart, into floats [n][hd] */
+static const float *widen(const uint8_t *rows, size_t stride, int n, int hd, float *out) {
+    for (int p = 0; p < n; p++)
+        eng_f16_to_f32_row((const uint16_t *)(const void *)(rows + (size_t)p * stride), out + (size_t)p * hd, hd);
+    return out;
+}
+
 /* One work item is a cluster of consecutive tokens and a KV head with its group of query heads.
  * Within the cluster, tokens whose block tables hold the same cache block at the same index, with
  * the same number of rows in range, are scored and mixed together: the block's K and V rows are
@@ -238,12 +262,18 @@ static void attn_heads(void *arg, int ith, int nth) {
     const int n_cl = (a->n_tok + CL - 1) / CL, max_pos = at->max_pos;
     const int64_t total = (int64_t)n_cl * a->n_head_kv;
     const int64_t i0 = total * ith / nth, i1 = total * (ith + 1) / nth;
-    /* per cluster token: scores [G][max_pos], queries and accumulators [G][hd] */
-    float *sc = thread_scratch(at->c, ith, (size_t)CL * G * ((size_t)max_pos + 2 * (size_t)hd));
+    /* per cluster token: scores [G][max_pos], queries and accumulators [G][hd]; one block's
+     * rows widened to floats [B][hd] */
+    float *sc = thread_scratch(at->c, ith, (size_t)CL * G * ((size_t)max_pos + 2 * (size_t)hd) + (size_t)B * hd);
     if (!sc) return;
-    float *qc = sc + (size_t)CL * G * max_pos, *acc = qc + (size_t)CL * G * hd;
+    float *qc = sc + (size_t)CL * G * max_pos, *acc = qc + (size_t)CL * G * hd, *wide = acc + (size_t)CL * G * hd;
     const eng_kv_dots_fn kdots = eng_kv_dots_best(a->kv_type, at->c->exact);
     const eng_kv_mix_fn vmix = eng_kv_mix_best(a->kv_type, at->c->exact);
+    /* a block that several tokens read is widened once, so the kernels' inner loops skip the
+     * conversion (the same values: the same bits) */
+    const bool f16 = a->kv_type == ENG_TYPE_F16;
+    const eng_kv_dots_fn kdots_w = f16 ? eng_kv_dots_widened(at->c->exact) : NULL;
+    const eng_kv_mix_fn vmix_w = f16 ? eng_kv_mix_widened(at->c->exact) : NULL;
     const eng_softmax_fn softmax = eng_softmax_best(at->c->exact);
     const size_t row = (size_t)kv_dim * (a->kv_type == ENG_TYPE_F32 ? 4 : 2), ls = (size_t)max_pos;
     for (int64_t i = i0; i < i1; i++) {
@@ -259,9 +289,13 @@ static void attn_heads(void *arg, int ith, int nth) {
         for (int ib = 0; ib < n_blk; ib++)
             for (int j = 0, j1, n; j < m; j = j1) {
                 j1 = block_run(a, t0, m, j, ib, &n);
-                if (n > 0)
-                    kdots(qc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, kv_block(a, a->k, t0 + j, ib, kvh), row, n,
-                          hd, sc + (size_t)j * G * ls + (size_t)ib * B, ls);
+                if (n <= 0) continue;
+                const uint8_t *kb = kv_block(a, a->k, t0 + j, ib, kvh);
+                float *s = sc + (size_t)j * G * ls + (size_t)ib * B;
+                if (kdots_w && j1 - j > 1)
+                    kdots_w(qc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, widen(kb, row, n, hd, wide), (size_t)hd * 4,
+                            n, hd, s, ls);
+                else kdots(qc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, kb, row, n, hd, s, ls);
             }
         for (int j = 0; j < m; j++)
             for (int g = 0; g < G; g++) softmax(sc + ((size_t)j * G + g) * ls, a->pos[t0 + j] + 1, a->scale);
@@ -269,9 +303,13 @@ static void attn_heads(void *arg, int ith, int nth) {
         for (int ib = 0; ib < n_blk; ib++)
             for (int j = 0, j1, n; j < m; j = j1) {
                 j1 = block_run(a, t0, m, j, ib, &n);
-                if (n > 0)
-                    vmix(acc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, sc + (size_t)j * G * ls + (size_t)ib * B, ls,
-                         kv_block(a, a->v, t0 + j, ib, kvh), row, n, hd);
+                if (n <= 0) continue;
+                const uint8_t *vb = kv_block(a, a->v, t0 + j, ib, kvh);
+                const float *s = sc + (size_t)j * G * ls + (size_t)ib * B;
+                if (vmix_w && j1 - j > 1)
+                    vmix_w(acc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, s, ls, widen(vb, row, n, hd, wide),
+                           (size_t)hd * 4, n, hd);
+                else vmix(acc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, s, ls, vb, row, n, hd);
             }
         for (int j = 0; j < m; j++)
             memcpy(a->out + (size_t)(t0 + j) * a->ldo + (size_t)kvh * G * hd, acc + (size_t)j * G * hd,

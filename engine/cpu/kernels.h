@@ -115,6 +115,13 @@ typedef void (*eng_kv_mix_fn)(float *acc, size_t la, int G, const float *w, size
                               int hd);
 eng_kv_dots_fn eng_kv_dots_best(int kv_type, bool exact);
 eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact);
+/* The same kernels for rows of an F16 cache already widened to floats (eng_f16_to_f32_row; k and
+ * v then point at floats, kst and vst are their strides in bytes): the same bits as
+ * eng_kv_dots_best / eng_kv_mix_best over the halves, with no conversion in the inner loops, for
+ * a block that many query heads read. NULL where there is no such kernel (then widening gains
+ * nothing: use the F16 ones). */
+eng_kv_dots_fn eng_kv_dots_widened(bool exact);
+eng_kv_mix_fn eng_kv_mix_widened(bool exact);
 
 /* In place over n attention scores: s = softmax(scale * s), the maximum subtracted first. */
 typedef void (*eng_softmax_fn)(float *s, int n, float scale);

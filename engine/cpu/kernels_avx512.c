@@ -324,7 +324,14 @@ static inline __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
 }
 
 /* Up to 4 heads (gn) against 4 rows (missing rows: pass np < 4; their lanes are dropped). */
-static inline __attribute__((always_inline)) void dots_4x4(const float *q, size_t lq, int gn, const uint8_t *k,
+/* A row's 16 values from d on: halves converted, or (wide) floats already converted from halves;
+ * the same values either way, so the same bits downstream. */
+static inline __attribute__((always_inline)) __m512 kv_row16(bool wide, const uint8_t *r, int d) {
+    return wide ? _mm512_loadu_ps((const float *)(const void *)r + d)
+                : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 2 * (size_t)d)));
+}
+
+static inline __attribute__((always_inline)) void dots_4x4(bool wide, const float *q, size_t lq, int gn, const uint8_t *k,
                                                            size_t kst, int np, int hd, float *s, size_t ls) {
     __m512 acc[4][4];
     for (int g = 0; g < 4; g++)
@@ -332,7 +339,7 @@ static inline __attribute__((always_inline)) void dots_4x4(const float *q, size_
     for (int d = 0; d < hd; d += 16) {
         __m512 kv[4];
         for (int j = 0; j < 4; j++)
-            kv[j] = j < np ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k + (size_t)j * kst + 2 * (size_t)d))) : _mm512_setzero_ps();
+            kv[j] = j < np ? kv_row16(wide, k + (size_t)j * kst, d) : _mm512_setzero_ps();
         for (int g = 0; g < gn; g++) {
             const __m512 qv = _mm512_loadu_ps(q + (size_t)g * lq + d);
             for (int j = 0; j < 4; j++) acc[g][j] = _mm512_fmadd_ps(qv, kv[j], acc[g][j]);
@@ -345,15 +352,16 @@ static inline __attribute__((always_inline)) void dots_4x4(const float *q, size_
     }
 }
 
-void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
-void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
+static inline __attribute__((always_inline)) void kv_dots(bool wide, const float *q, size_t lq, int G, const void *k,
+                                                          size_t kst, int n, int hd, float *s, size_t ls) {
     const uint8_t *kb = k;
     if (hd % 16) { /* not a model shape seen so far: one head, one row at a time, scalar order */
         for (int g = 0; g < G; g++)
             for (int p = 0; p < n; p++) {
                 float a = 0;
-                const uint16_t *r = (const uint16_t *)(const void *)(kb + (size_t)p * kst);
-                for (int d = 0; d < hd; d++) a += q[(size_t)g * lq + d] * _cvtsh_ss(r[d]);
+                const uint8_t *r = kb + (size_t)p * kst;
+                for (int d = 0; d < hd; d++)
+                    a += q[(size_t)g * lq + d] * (wide ? ((const float *)(const void *)r)[d] : _cvtsh_ss(((const uint16_t *)(const void *)r)[d]));
                 s[(size_t)g * ls + p] = a;
             }
         return;
@@ -365,25 +373,34 @@ void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, siz
             const float *qg = q + (size_t)g0 * lq;
             float *sg = s + (size_t)g0 * ls + p;
             switch (gn) { /* specialized so the accumulators stay in registers */
-            case 1: dots_4x4(qg, lq, 1, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
-            case 2: dots_4x4(qg, lq, 2, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
-            case 3: dots_4x4(qg, lq, 3, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
-            default: dots_4x4(qg, lq, 4, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
+            case 1: dots_4x4(wide, qg, lq, 1, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
+            case 2: dots_4x4(wide, qg, lq, 2, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
+            case 3: dots_4x4(wide, qg, lq, 3, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
+            default: dots_4x4(wide, qg, lq, 4, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
             }
         }
     }
 }
 
+void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
+void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
+    kv_dots(false, q, lq, G, k, kst, n, hd, s, ls);
+}
+void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
+void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
+    kv_dots(true, q, lq, G, k, kst, n, hd, s, ls);
+}
+
 /* acc_g += sum_p w_g[p] v_p over 64 dims (nz vectors of 16) for up to 4 heads: per element the
  * fmas of the one-head kernel, in row order. */
-static inline __attribute__((always_inline)) void mix_4(float *acc, size_t la, int gn, const float *w, size_t lw,
+static inline __attribute__((always_inline)) void mix_4(bool wide, float *acc, size_t la, int gn, const float *w, size_t lw,
                                                         const uint8_t *v, size_t vst, int n, int nz) {
     __m512 a[4][4];
     for (int g = 0; g < gn; g++)
         for (int z = 0; z < nz; z++) a[g][z] = _mm512_loadu_ps(acc + (size_t)g * la + 16 * z);
     for (int p = 0; p < n; p++) {
         __m512 vv[4];
-        for (int z = 0; z < nz; z++) vv[z] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + (size_t)p * vst + 32 * (size_t)z)));
+        for (int z = 0; z < nz; z++) vv[z] = kv_row16(wide, v + (size_t)p * vst, 16 * z);
         for (int g = 0; g < gn; g++) {
             const __m512 wv = _mm512_set1_ps(w[(size_t)g * lw + p]);
             for (int z = 0; z < nz; z++) a[g][z] = _mm512_fmadd_ps(wv, vv[z], a[g][z]);
@@ -393,14 +410,17 @@ static inline __attribute__((always_inline)) void mix_4(float *acc, size_t la, i
         for (int z = 0; z < nz; z++) _mm512_storeu_ps(acc + (size_t)g * la + 16 * z, a[g][z]);
 }
 
-void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
-void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
+static inline __attribute__((always_inline)) void kv_mix(bool wide, float *acc, size_t la, int G, const float *w, size_t lw,
+                                                         const void *v, size_t vst, int n, int hd) {
     const uint8_t *vb = v;
     if (hd % 16) {
         for (int g = 0; g < G; g++)
             for (int p = 0; p < n; p++) {
-                const uint16_t *r = (const uint16_t *)(const void *)(vb + (size_t)p * vst);
-                for (int d = 0; d < hd; d++) acc[(size_t)g * la + d] = fmaf(w[(size_t)g * lw + p], _cvtsh_ss(r[d]), acc[(size_t)g * la + d]);
+                const uint8_t *r = vb + (size_t)p * vst;
+                for (int d = 0; d < hd; d++)
+                    acc[(size_t)g * la + d] = fmaf(w[(size_t)g * lw + p],
+                                                   wide ? ((const float *)(const void *)r)[d] : _cvtsh_ss(((const uint16_t *)(const void *)r)[d]),
+                                                   acc[(size_t)g * la + d]);
             }
         return;
     }
@@ -410,9 +430,9 @@ void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t 
             const int nz = (hd - d0) / 16 < 4 ? (hd - d0) / 16 : 4;
             float *ag = acc + (size_t)g0 * la + d0;
             const float *wg = w + (size_t)g0 * lw;
-            const uint8_t *vd = vb + 2 * (size_t)d0;
+            const uint8_t *vd = vb + (wide ? 4 : 2) * (size_t)d0;
 #define MIX(GN) \
-    (nz == 4 ? mix_4(ag, la, GN, wg, lw, vd, vst, n, 4) : mix_4(ag, la, GN, wg, lw, vd, vst, n, nz))
+    (nz == 4 ? mix_4(wide, ag, la, GN, wg, lw, vd, vst, n, 4) : mix_4(wide, ag, la, GN, wg, lw, vd, vst, n, nz))
             switch (gn) {
             case 1: MIX(1); break;
             case 2: MIX(2); break;
@@ -422,6 +442,15 @@ void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t 
 #undef MIX
         }
     }
+}
+
+void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
+void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
+    kv_mix(false, acc, la, G, w, lw, v, vst, n, hd);
+}
+void eng_kv_mix_f16w_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
+void eng_kv_mix_f16w_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
+    kv_mix(true, acc, la, G, w, lw, v, vst, n, hd);
 }
 
 /* ---- GEMM --------------------------------------------------------------------------------- */

@@ -36,10 +36,12 @@ eng_gemm_fn eng_gemm_avx512(int weight_type);
 eng_gemm_prep_fn eng_gemm_prep_avx512(int weight_type);
 size_t eng_gemm_ws_avx512(int64_t k);
 void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
+void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
 void eng_softmax_avx512(float *s, int n, float scale);
 void eng_swiglu_avx512(const float *g, const float *u, float *out, int64_t n);
 void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n);
 void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
+void eng_kv_mix_f16w_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
 #ifdef DP_HAVE_AMX_BUILD
 eng_gemm_fn eng_gemm_amx(int weight_type);
 size_t eng_gemm_ws_amx(int64_t k, int n_tok);
@@ -257,6 +259,22 @@ eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact) {
     if (!exact && f && !g_force_scalar && have_avx512()) return eng_kv_mix_f16_avx512;
 #endif
     return exact ? (f ? kv_mix_f16_exact : kv_mix_f32_exact) : (f ? kv_mix_f16 : kv_mix_f32);
+}
+
+eng_kv_dots_fn eng_kv_dots_widened(bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx512()) return eng_kv_dots_f16w_avx512;
+#endif
+    (void)exact;
+    return NULL;
+}
+
+eng_kv_mix_fn eng_kv_mix_widened(bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx512()) return eng_kv_mix_f16w_avx512;
+#endif
+    (void)exact;
+    return NULL;
 }
 
 eng_kv_axpy_fn eng_kv_axpy_best(int kv_type, bool exact) {

@@ -363,6 +363,16 @@ static void test_grouped_attention_loops(void **state) {
                     if (memcmp(a1, a + g * hd, (size_t)hd * sizeof(float)))
                         fail_msg("mix type %d hd %d: head %d differs alone from in a group of %d", type, hd, g, G);
                 }
+                /* an F16 block widened to floats first: the same bits */
+                const eng_kv_dots_fn wdots = eng_kv_dots_widened(false);
+                const eng_kv_mix_fn wmix = eng_kv_mix_widened(false);
+                if (type != ENG_TYPE_F16 || !wdots || !wmix) continue;
+                float kw[NMAX * HMAX], sw[GMAX * NMAX], aw[GMAX * HMAX] = {0};
+                for (int p = 0; p < NMAX; p++) eng_f16_to_f32_row(kh + (size_t)p * hd, kw + (size_t)p * hd, hd);
+                wdots(q, (size_t)hd, G, kw, (size_t)hd * 4, NMAX, hd, sw, NMAX);
+                wmix(aw, (size_t)hd, G, w, NMAX, kw, (size_t)hd * 4, NMAX, hd);
+                if (memcmp(sw, s, (size_t)G * NMAX * sizeof(float)) || memcmp(aw, a, (size_t)G * hd * sizeof(float)))
+                    fail_msg("hd %d G %d: the widened kernels differ from the F16 ones", hd, G);
             }
         }
 }
