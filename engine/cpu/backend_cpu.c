@@ -340,7 +340,6 @@ typedef struct dn_task {
     const eng_deltanet_args *a;
 } dn_task;
 
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
 static inline float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 /* Causal depthwise conv + SiLU over channel slices; state keeps the last kernel-1 inputs. */
@@ -358,10 +357,11 @@ static void dn_conv(void *arg, int ith, int nth) {
             float s = 0;
             for (int j = 0; j < K - 1; j++) s += w[j] * st[(size_t)j * ch_n + ch];
             s += w[K - 1] * m[ch];
-            o[ch] = silu(s);
+            o[ch] = s;
             for (int j = 0; j + 1 < K - 1; j++) st[(size_t)j * ch_n + ch] = st[(size_t)(j + 1) * ch_n + ch];
             if (K > 1) st[(size_t)(K - 2) * ch_n + ch] = m[ch];
         }
+        eng_silu_best(d->c->exact)(o + c0, o + c0, c1 - c0);
     }
 }
 
@@ -414,27 +414,28 @@ static inline void dn_token(const eng_deltanet_args *a, int t, int h, const floa
     *g = a->ssm_a[h] * softplus(a->alpha_in[(size_t)t * a->n_v + h] + a->dt_bias[h]);
 }
 
-/* Gated RMSNorm of one head's output o into out: RMSNorm(o; ssm_norm) * silu(z). */
-static void dn_gated_norm(const eng_deltanet_args *a, int t, int h, const float *o) {
+/* Gated RMSNorm of one head's output o into out: RMSNorm(o; ssm_norm) * silu(z); tmp: dv floats. */
+static void dn_gated_norm(const eng_deltanet_args *a, eng_silu_fn silu, int t, int h, const float *o, float *tmp) {
     const int dv = a->dv;
     double ss = 0;
     for (int j = 0; j < dv; j++) ss += (double)o[j] * o[j];
     const float scale = 1.0f / sqrtf((float)(ss / dv) + a->eps);
     const float *z = a->z + (size_t)t * a->n_v * dv + (size_t)h * dv;
     float *out = a->out + (size_t)t * a->n_v * dv + (size_t)h * dv;
-    for (int j = 0; j < dv; j++) out[j] = (o[j] * scale) * a->norm_w[j] * silu(z[j]);
+    silu(z, tmp, dv);
+    for (int j = 0; j < dv; j++) out[j] = (o[j] * scale) * a->norm_w[j] * tmp[j];
 }
 
 /* One chunk of c <= DN_CHUNK tokens idx[0..c) of one sequence, value head h, chunk-wise
  * (kernels: eng_delta_chunk_*), then the gated RMSNorm of each output row. */
 static void dn_chunk(const eng_deltanet_args *a, int h, const int *idx, int c, float *St, float *ws,
-                     eng_delta_chunk_fn chunk) {
+                     eng_delta_chunk_fn chunk, eng_silu_fn silu, float *tmp) {
     const float *q[DN_CHUNK] = {0}, *k[DN_CHUNK] = {0}, *v[DN_CHUNK] = {0};
     float beta[DN_CHUNK] = {0}, g[DN_CHUNK] = {0};
     for (int r = 0; r < c; r++) dn_token(a, idx[r], h, &q[r], &k[r], &v[r], &beta[r], &g[r]);
     float *O = ws;
     chunk(c, q, k, v, beta, g, St, a->dk, a->dv, O, ws + (size_t)DN_CHUNK * a->dv);
-    for (int r = 0; r < c; r++) dn_gated_norm(a, idx[r], h, O + (size_t)r * a->dv);
+    for (int r = 0; r < c; r++) dn_gated_norm(a, silu, idx[r], h, O + (size_t)r * a->dv, tmp);
 }
 
 /* The delta rule per value head h (key head h % n_k), then the gated RMSNorm. State row j
@@ -447,15 +448,17 @@ static void dn_heads(void *arg, int ith, int nth) {
     const int h0 = a->n_v * ith / nth, h1 = a->n_v * (ith + 1) / nth;
     const eng_delta_step_fn step = d->c->exact ? eng_delta_step_ref : eng_delta_step_best();
     const eng_delta_chunk_fn chunk = d->c->exact ? eng_delta_chunk_ref : eng_delta_chunk_best();
-    float *buf = thread_scratch(d->c, ith, (size_t)C * dv + ENG_DELTA_CHUNK_WS(C, dk, dv) + dv);
+    const eng_silu_fn silu = eng_silu_best(d->c->exact);
+    float *buf = thread_scratch(d->c, ith, (size_t)C * dv + ENG_DELTA_CHUNK_WS(C, dk, dv) + 2 * (size_t)dv);
     if (!buf) return;
+    float *tmp = buf + (size_t)C * dv + ENG_DELTA_CHUNK_WS(C, dk, dv) + dv;
     for (int h = h0; h < h1; h++) {
         for (int gi = 0; gi < d->g.n_groups; gi++) {
             const int *idx = d->g.order + d->g.start[gi];
             const int n = d->g.start[gi + 1] - d->g.start[gi];
             float *S = a->ssm_state + ((size_t)a->seq[idx[0]] * a->n_v + h) * (size_t)dv * dk;
             if (a->chunked && n >= DN_CHUNK_MIN) {
-                for (int c0 = 0; c0 < n; c0 += C) dn_chunk(a, h, idx + c0, n - c0 < C ? n - c0 : C, S, buf, chunk);
+                for (int c0 = 0; c0 < n; c0 += C) dn_chunk(a, h, idx + c0, n - c0 < C ? n - c0 : C, S, buf, chunk, silu, tmp);
                 continue;
             }
             for (int r = 0; r < n; r++) {
@@ -464,7 +467,7 @@ static void dn_heads(void *arg, int ith, int nth) {
                 dn_token(a, idx[r], h, &q, &k, &v, &beta, &g);
                 float *o = buf;
                 step(S, k, v, q, expf(g), beta, dk, dv, o);
-                dn_gated_norm(a, idx[r], h, o);
+                dn_gated_norm(a, silu, idx[r], h, o, tmp);
             }
         }
     }

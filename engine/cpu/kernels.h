@@ -129,12 +129,15 @@ typedef void (*eng_softmax_fn)(float *s, int n, float scale);
 typedef void (*eng_swiglu_fn)(const float *g, const float *u, float *out, int64_t n);
 /* x[i] *= sigmoid(g[i]) */
 typedef void (*eng_mul_sigmoid_fn)(float *x, const float *g, int64_t n);
+/* out[i] = silu(x[i]) = x[i] / (1 + exp(-x[i])); out may be x */
+typedef void (*eng_silu_fn)(const float *x, float *out, int64_t n);
 /* exact: the scalar references (libm expf, the sum in double in index order); otherwise AVX-512
  * versions where the CPU has it, with a polynomial exp within 2 ulp of expf and the softmax sum
  * in double over 16 lanes: deterministic, so results stay batch-invariant. */
 eng_softmax_fn eng_softmax_best(bool exact);
 eng_swiglu_fn eng_swiglu_best(bool exact);
 eng_mul_sigmoid_fn eng_mul_sigmoid_best(bool exact);
+eng_silu_fn eng_silu_best(bool exact);
 
 /* Converts n halves to floats. */
 void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n);

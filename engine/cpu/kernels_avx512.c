@@ -303,6 +303,16 @@ void eng_swiglu_avx512(const float *g, const float *u, float *out, int64_t n) {
     }
 }
 
+void eng_silu_avx512(const float *x, float *out, int64_t n);
+void eng_silu_avx512(const float *x, float *out, int64_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask(n - i);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        _mm512_mask_storeu_ps(out + i, m, _mm512_div_ps(v, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), v)))));
+    }
+}
+
 void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n);
 void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n) {
     const __m512 one = _mm512_set1_ps(1.0f);

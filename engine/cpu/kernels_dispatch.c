@@ -40,6 +40,7 @@ void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, si
 void eng_softmax_avx512(float *s, int n, float scale);
 void eng_swiglu_avx512(const float *g, const float *u, float *out, int64_t n);
 void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n);
+void eng_silu_avx512(const float *x, float *out, int64_t n);
 void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
 void eng_kv_mix_f16w_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
 #ifdef DP_HAVE_AMX_BUILD
@@ -295,6 +296,7 @@ eng_delta_chunk_fn eng_delta_chunk_best(void) {
 void eng_softmax_ref(float *s, int n, float scale);
 void eng_swiglu_ref(const float *g, const float *u, float *out, int64_t n);
 void eng_mul_sigmoid_ref(float *x, const float *g, int64_t n);
+void eng_silu_ref(const float *x, float *out, int64_t n);
 
 eng_softmax_fn eng_softmax_best(bool exact) {
 #ifdef DP_HAVE_X86
@@ -310,6 +312,14 @@ eng_swiglu_fn eng_swiglu_best(bool exact) {
 #endif
     (void)exact;
     return eng_swiglu_ref;
+}
+
+eng_silu_fn eng_silu_best(bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx512()) return eng_silu_avx512;
+#endif
+    (void)exact;
+    return eng_silu_ref;
 }
 
 eng_mul_sigmoid_fn eng_mul_sigmoid_best(bool exact) {

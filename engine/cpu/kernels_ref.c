@@ -272,6 +272,11 @@ void eng_swiglu_ref(const float *g, const float *u, float *out, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+void eng_silu_ref(const float *x, float *out, int64_t n);
+void eng_silu_ref(const float *x, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
 void eng_mul_sigmoid_ref(float *x, const float *g, int64_t n);
 void eng_mul_sigmoid_ref(float *x, const float *g, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] *= 1.0f / (1.0f + expf(-g[i]));

@@ -280,6 +280,7 @@ static void test_exp_ops_match_reference(void **state) {
     const eng_softmax_fn sm = eng_softmax_best(false), sm_ref = eng_softmax_best(true);
     const eng_swiglu_fn sw = eng_swiglu_best(false), sw_ref = eng_swiglu_best(true);
     const eng_mul_sigmoid_fn ms = eng_mul_sigmoid_best(false), ms_ref = eng_mul_sigmoid_best(true);
+    const eng_silu_fn si = eng_silu_best(false), si_ref = eng_silu_best(true);
     uint64_t s = 99;
     enum { N = 1037 };
     static float a[N], b[N], c[N], d[N], u[N];
@@ -312,6 +313,16 @@ static void test_exp_ops_match_reference(void **state) {
         for (int i = 0; i < n; i++)
             if (fabsf(b[i] - c[i]) > 4e-7f * fabsf(c[i]) + 1e-30f)
                 fail_msg("sigmoid gate n=%d [%d] g=%g: %.9g, reference %.9g", n, i, (double)a[i], (double)b[i], (double)c[i]);
+        si(a, b, n);
+        si_ref(a, c, n);
+        for (int i = 0; i < n; i++)
+            if (fabsf(b[i] - c[i]) > 4e-7f * fabsf(c[i]) + 1e-30f)
+                fail_msg("silu n=%d [%d] x=%g: %.9g, reference %.9g", n, i, (double)a[i], (double)b[i], (double)c[i]);
+        /* in place, and from an odd start (a thread's slice): the same bits per element */
+        memcpy(d, a, sizeof(float) * (size_t)n);
+        si(d + n / 3, d + n / 3, n - n / 3);
+        si(d, d, n / 3);
+        assert_memory_equal(b, d, sizeof(float) * (size_t)n);
     }
 }
 
