@@ -234,16 +234,20 @@ static int block_run(const eng_attn_args *a, int t0, int m, int j, int ib, int *
     *n = ROWS_IN(t0 + j);
     int j1 = j + 1;
     if (*n > 0)
-        while (j1 < m && BLOCK(t0 + j1) == BLOCK(t0 + j) && ROWS_IN(t0 + j1) == *n) j1++;
+        while (j1 < m && ROWS_IN(t0 + j1) == *n && BLOCK(t0 + j1) == BLOCK(t0 + j)) j1++;
 #undef BLOCK
 #undef ROWS_IN
     return j1;
 }
 
-/* n F16 rows of hd values, stride bytes apart, into floats [n][hd] */
+/* n F16 rows of hd values, stride bytes apart, into floats [n][hd]. The rows (one KV head's
+ * slice of each cache row) are a few lines per 4 KB page, too sparse for the hardware
+ * prefetcher: they are fetched 8 rows ahead. */
 static const float *widen(const uint8_t *rows, size_t stride, int n, int hd, float *out) {
-    for (int p = 0; p < n; p++)
+    for (int p = 0; p < n; p++) {
+        if (p + 8 < n) eng_prefetch_l2(rows + (size_t)(p + 8) * stride, (size_t)hd * 2);
         eng_f16_to_f32_row((const uint16_t *)(const void *)(rows + (size_t)p * stride), out + (size_t)p * hd, hd);
+    }
     return out;
 }
 
