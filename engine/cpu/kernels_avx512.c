@@ -333,7 +333,6 @@ static inline __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-/* Up to 4 heads (gn) against 4 rows (missing rows: pass np < 4; their lanes are dropped). */
 /* A row's 16 values from d on: halves converted, or (wide) floats already converted from halves;
  * the same values either way, so the same bits downstream. */
 static inline __attribute__((always_inline)) __m512 kv_row16(bool wide, const uint8_t *r, int d) {
@@ -341,6 +340,7 @@ static inline __attribute__((always_inline)) __m512 kv_row16(bool wide, const ui
                 : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 2 * (size_t)d)));
 }
 
+/* Up to 4 heads (gn) against 4 rows (missing rows: pass np < 4; their lanes are dropped). */
 static inline __attribute__((always_inline)) void dots_4x4(bool wide, const float *q, size_t lq, int gn, const uint8_t *k,
                                                            size_t kst, int np, int hd, float *s, size_t ls) {
     __m512 acc[4][4];
