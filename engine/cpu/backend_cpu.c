@@ -506,13 +506,47 @@ static void cpu_deltanet(eng_backend *be, const eng_deltanet_args *a) {
     free(mem);
 }
 
+/* Elementwise ops over [0, n) in slices of whole 64-element pieces, so every element goes
+ * through the same lanes of the same kernel whatever the thread count. */
+typedef struct elem_task {
+    int op; /* ELEM_* */
+    bool exact;
+    float *x;
+    const float *a, *b;
+    int64_t n;
+} elem_task;
+enum { ELEM_SWIGLU, ELEM_MUL_SIGMOID, ELEM_ADD };
+
+static void elem_slices(void *arg, int ith, int nth) {
+    const elem_task *t = arg;
+    const int64_t pieces = (t->n + 63) / 64, p0 = pieces * ith / nth, p1 = pieces * (ith + 1) / nth;
+    const int64_t i0 = p0 * 64, i1 = p1 * 64 < t->n ? p1 * 64 : t->n;
+    if (i0 >= i1) return;
+    switch (t->op) {
+    case ELEM_SWIGLU: eng_swiglu_best(t->exact)(t->a + i0, t->b + i0, t->x + i0, i1 - i0); break;
+    case ELEM_MUL_SIGMOID: eng_mul_sigmoid_best(t->exact)(t->x + i0, t->a + i0, i1 - i0); break;
+    default:
+        for (int64_t i = i0; i < i1; i++) t->x[i] += t->a[i];
+        break;
+    }
+}
+
+static void elem_run(cpu_be *c, elem_task *t) {
+    /* a decode step's few thousand elements are done before a pool round trip would be */
+    if (t->n < 32768) elem_slices(t, 0, 1);
+    else eng_pool_run(c->pool, elem_slices, t);
+}
+
 static void cpu_swiglu(eng_backend *be, const float *g, const float *u, float *out, int64_t n) {
-    eng_swiglu_best(((cpu_be *)be->impl)->exact)(g, u, out, n);
+    cpu_be *c = be->impl;
+    elem_task t = {ELEM_SWIGLU, c->exact, out, g, u, n};
+    elem_run(c, &t);
 }
 
 static void cpu_add(eng_backend *be, float *x, const float *y, int64_t n) {
-    (void)be;
-    for (int64_t i = 0; i < n; i++) x[i] += y[i];
+    cpu_be *c = be->impl;
+    elem_task t = {ELEM_ADD, c->exact, x, y, NULL, n};
+    elem_run(c, &t);
 }
 
 /* ---- memory and the small ops forward.c needs around the kernels -------------------------- */
@@ -567,7 +601,9 @@ static void cpu_add_rows(eng_backend *be, float *x, int ld, int n_rows, const fl
 }
 
 static void cpu_mul_sigmoid(eng_backend *be, float *x, const float *g, int64_t n) {
-    eng_mul_sigmoid_best(((cpu_be *)be->impl)->exact)(x, g, n);
+    cpu_be *c = be->impl;
+    elem_task t = {ELEM_MUL_SIGMOID, c->exact, x, g, NULL, n};
+    elem_run(c, &t);
 }
 
 static void cpu_free(eng_backend *be) {
