@@ -352,6 +352,7 @@ static void dn_conv(void *arg, int ith, int nth) {
     const eng_deltanet_args *a = d->a;
     const int ch_n = 2 * a->n_k * a->dk + a->n_v * a->dv, K = a->kernel;
     const int c0 = ch_n * ith / nth, c1 = ch_n * (ith + 1) / nth;
+    const eng_silu_fn silu = eng_silu_best(d->c->exact);
     for (int t = 0; t < a->n_tok; t++) {
         float *st = a->conv_state + (size_t)a->seq[t] * (K - 1) * ch_n;
         const float *m = a->qkv + (size_t)t * ch_n;
@@ -365,7 +366,7 @@ static void dn_conv(void *arg, int ith, int nth) {
             for (int j = 0; j + 1 < K - 1; j++) st[(size_t)j * ch_n + ch] = st[(size_t)(j + 1) * ch_n + ch];
             if (K > 1) st[(size_t)(K - 2) * ch_n + ch] = m[ch];
         }
-        eng_silu_best(d->c->exact)(o + c0, o + c0, c1 - c0);
+        silu(o + c0, o + c0, c1 - c0);
     }
 }
 
