@@ -10,9 +10,10 @@
  *   repacked once per call). Row r of C is weight row r against the 16 tokens, one token per
  *   32-bit lane.
  * - K-quant sub-block scales differ per row and sub-block, so they are folded into the weights
- *   while a tile is decoded: w = q * scale (Q4_K/Q5_K; Q6_K: (q - 32) * scale, its min term
- *   included) is at most 11 bits plus sign and is stored as two byte planes, w = lo + 256 hi.
- *   The tile unit then sums whole 256-blocks, S = C(lo) + 256 C(hi), with no per-sub-block
+ *   while a tile is decoded, into two byte planes. Q4_K/Q5_K split the scale, s = 2^SH sa + sb,
+ *   and store q sb and q sa (each fits a byte: see foldw), S = C(lo) + 2^SH C(hi); Q6_K stores
+ *   w = (q - 32) * scale, its min term included (|w| <= 2^12), as w = lo + 256 hi,
+ *   S = C(lo) + 256 C(hi). The tile unit sums whole 256-blocks with no per-sub-block
  *   work on the vector side: these are exactly the integers S (and, from the Q8_K block sums, M)
  *   of the one-row dots in kernels_avx512.c, folded in the same float order
  *   (acc = fma(S, xd * d, acc), acc = fma(-M, xd * dmin, acc)), so a token's result is
@@ -101,8 +102,9 @@ size_t eng_gemm_ws_amx(int64_t k, int n_tok) {
 
 enum { KQ4, KQ5, KQ6 };
 
-/* Byte u of a step's planes (and of its packed activations) holds position p(u) of the step:
- * fold64's even products fill bytes 0-31, its odd products 32-63. */
+/* Q6_K: byte u of a step's planes (and of its packed activations) holds position p(u) of the
+ * step: fold64's even products fill bytes 0-31, its odd products 32-63. Q4_K and Q5_K (foldw)
+ * keep the positions in order. */
 static inline int step_pos(int u) { return u < 32 ? 2 * u : 2 * (u - 32) + 1; }
 /* Value (0..255) of a block at position p of step s. Q4_K's steps are the low and high nibbles
  * of 64 packed bytes (two 32-value sub-blocks each, 64 apart); Q5_K and Q6_K go in order. */
@@ -153,7 +155,7 @@ static void pack_q8_k(int kind, const uint8_t *x, size_t xs, int t0, int nt, int
                 const int8_t *q = xr[t]->qs;
                 const __m512i y = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(q + k_value(kind, s, 0)))),
                                                      _mm256_loadu_si256((const __m256i *)(q + k_value(kind, s, 32))), 1);
-                v[t] = _mm512_permutexvar_epi8(ia, y);
+                v[t] = kind == KQ6 ? _mm512_permutexvar_epi8(ia, y) : y;
             }
             eng_transpose16(v);
             for (int i = 0; i < 16; i++) _mm512_store_si512(o + 1024 * s + 64 * i, v[i]);
@@ -202,22 +204,34 @@ static void pack_q8_0(const uint8_t *x, size_t xs, int t0, int nt, int64_t nb, u
 
 /* ---- weights ----------------------------------------------------------------------------- */
 
-/* The 64 unsigned values q of a step times their scales into the planes (lo, hi): per value
- * q * scale - off = lo + 256 hi, lo unsigned, hi signed. sc holds the block's scales in every
- * 128-bit lane, ce the step's control; off (words): 32 * scale for Q6_K, else zero. */
-static inline void fold64(__m512i q, __m512i sc, const uint8_t *ce, bool q6, uint8_t *lo, uint8_t *hi) {
+/* Q6_K: the 64 unsigned values q of a step times their scales into the planes (lo, hi): per
+ * value (q - 32) * scale = lo + 256 hi, lo unsigned, hi signed. sc holds the block's scales in
+ * every 128-bit lane, ce the step's control. (The scales are signed and |w| reaches 2^12,
+ * so foldw's byte-wise split does not apply.) */
+static inline void fold64(__m512i q, __m512i sc, const uint8_t *ce, uint8_t *lo, uint8_t *hi) {
     /* e: each word's low byte the scale of its value pair; o: the same in the high byte (a shift
      * on port 0 rather than a second shuffle on port 5, which the permutes below keep busy) */
     const __m512i e = _mm512_shuffle_epi8(sc, _mm512_load_si512(ce)), o = _mm512_slli_epi16(e, 8);
     /* vpmaddubsw: unsigned q times signed scale; |q * scale| <= 63 * 128 */
     __m512i ev = _mm512_maddubs_epi16(q, e), od = _mm512_maddubs_epi16(q, o);
-    if (q6) { /* (q - 32) * scale: the Q6_K offset folded in (vpmaddubsw of 32 and the scale) */
-        const __m512i off = _mm512_maddubs_epi16(_mm512_set1_epi8(32), e);
-        ev = _mm512_sub_epi16(ev, off);
-        od = _mm512_sub_epi16(od, off);
-    }
+    /* (q - 32) * scale: the offset folded in (vpmaddubsw of 32 and the scale) */
+    const __m512i off = _mm512_maddubs_epi16(_mm512_set1_epi8(32), e);
+    ev = _mm512_sub_epi16(ev, off);
+    od = _mm512_sub_epi16(od, off);
     _mm512_store_si512(lo, _mm512_permutex2var_epi8(ev, _mm512_load_si512(idx_lo), od));
     _mm512_store_si512(hi, _mm512_permutex2var_epi8(ev, _mm512_load_si512(idx_hi), od));
+}
+
+/* Q4_K/Q5_K: the 64 values q of a step times their scales into the planes (lo, hi) with the scale
+ * split, s = sa 2^SH + sb (Q4_K: SH = 4, sb <= 15, sa <= 3; Q5_K: SH = 3, both <= 7), so that
+ * q * sb and q * sa each fit an unsigned byte (<= 225). One vpmullw then multiplies a word's two
+ * values at once, (q0 + 256 q1) * s = q0 s + 256 q1 s with no carry between the bytes, and leaves
+ * both planes in the values' own order: no byte permutes (p5), half fold64's work. sb, sa: the
+ * split scales in every 128-bit lane; ce: the step's control (word m: the scale of values 2m, 2m + 1). */
+static inline void foldw(__m512i q, __m512i sb, __m512i sa, const uint8_t *ce, uint8_t *lo, uint8_t *hi) {
+    const __m512i c = _mm512_load_si512(ce);
+    _mm512_store_si512(lo, _mm512_mullo_epi16(q, _mm512_shuffle_epi8(sb, c)));
+    _mm512_store_si512(hi, _mm512_mullo_epi16(q, _mm512_shuffle_epi8(sa, c)));
 }
 
 /* Block w (row 0's block; rows rb apart) of rows [0, nr) into A (missing rows zero) and its
@@ -282,23 +296,25 @@ static inline __attribute__((always_inline)) void decode_block_k(int kind, const
                 eng_half_q6_k(a6, h, &q[0], &q[1]);
                 for (int v = 0; v < 2; v++) {
                     const int st = 2 * h + v;
-                    fold64(q[v], sc, ctl_even[KQ6][st], true, o + 2048 * (size_t)st, o + 2048 * (size_t)st + 1024);
+                    fold64(q[v], sc, ctl_even[KQ6][st], o + 2048 * (size_t)st, o + 2048 * (size_t)st + 1024);
                 }
             }
             continue;
         }
-        const __m512i sc = _mm512_set1_epi64((long long)scq[r]);
+        /* the scales split as s = sa 2^SH + sb (see foldw) */
+        const uint64_t s8 = scq[r], sh = kind == KQ4 ? 4 : 3, bm = kind == KQ4 ? 0x0F0F0F0F0F0F0F0Full : 0x0707070707070707ull;
+        const __m512i sb = _mm512_set1_epi64((long long)(s8 & bm)), sa = _mm512_set1_epi64((long long)((s8 >> sh) & bm));
         if (kind == KQ4) {
             const __m512i m4 = _mm512_set1_epi8(0xF);
             for (int h = 0; h < 2; h++) { /* steps 2h, 2h + 1: the low and high nibbles of 64 bytes */
                 const __m512i raw = _mm512_loadu_si512(blk + offsetof(eng_block_q4_k, qs) + 64 * h);
-                fold64(_mm512_and_si512(raw, m4), sc, ctl_even[KQ4][2 * h], false, o + 4096 * (size_t)h, o + 4096 * (size_t)h + 1024);
-                fold64(_mm512_and_si512(_mm512_srli_epi16(raw, 4), m4), sc, ctl_even[KQ4][2 * h + 1], false,
-                       o + 4096 * (size_t)h + 2048, o + 4096 * (size_t)h + 3072);
+                foldw(_mm512_and_si512(raw, m4), sb, sa, ctl_even[KQ4][2 * h], o + 4096 * (size_t)h, o + 4096 * (size_t)h + 1024);
+                foldw(_mm512_and_si512(_mm512_srli_epi16(raw, 4), m4), sb, sa, ctl_even[KQ4][2 * h + 1], o + 4096 * (size_t)h + 2048,
+                      o + 4096 * (size_t)h + 3072);
             }
         } else {
             for (int st = 0; st < 4; st++)
-                fold64(eng_quarter_q5_k(blk, st), sc, ctl_even[KQ5][st], false, o + 2048 * (size_t)st, o + 2048 * (size_t)st + 1024);
+                foldw(eng_quarter_q5_k(blk, st), sb, sa, ctl_even[KQ5][st], o + 2048 * (size_t)st, o + 2048 * (size_t)st + 1024);
         }
     }
 }
@@ -381,7 +397,8 @@ static inline __attribute__((always_inline)) void fold_block(int kind, __m512 *f
     const int32_t *bs = (const int32_t *)(const void *)(B + 4096 + 64);
 #pragma GCC unroll 16
     for (int r = 0; r < ROWS; r++) {
-        const __m512i S = _mm512_add_epi32(_mm512_load_si512(c + 64 * r), _mm512_slli_epi32(_mm512_load_si512(c + 1024 + 64 * r), 8));
+        const __m512i S = _mm512_add_epi32(_mm512_load_si512(c + 64 * r),
+                                           _mm512_slli_epi32(_mm512_load_si512(c + 1024 + 64 * r), kind == KQ4 ? 4 : kind == KQ5 ? 3 : 8));
         f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(xd, _mm512_set1_ps(d[r])), f[r]);
         if (kind != KQ6) {
             __m512i M = _mm512_setzero_si512();
