@@ -12,6 +12,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__) || defined(_M_X64)
+#include <emmintrin.h>
+#endif
 
 #include "rng.h"
 
@@ -89,10 +92,45 @@ void eng_sampler_accept(eng_sampler *s, int32_t tok) {
     s->counts[tok]++;
 }
 
+/* The first index of the largest value, as `if (l[i] > l[best]) best = i` gives it (a NaN never
+ * wins; l[0] does when it is one). Per 4096-value piece, 16 independent lane maxima find the
+ * piece's largest value, and only a piece that beats the best so far is searched for its first
+ * index: one pass over the vocabulary at vector speed instead of a compare-and-branch per value
+ * (the greedy step of every sequence reads all of it). */
 int32_t eng_argmax(const float *l, int32_t n) {
+    enum { PIECE = 4096, LANES = 16 };
     int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (l[i] > l[best]) best = i;
+    float m = n > 0 ? l[0] : 0.0f;
+    for (int32_t i0 = 0; i0 < n; i0 += PIECE) {
+        const int32_t e = n - i0 < PIECE ? n : i0 + PIECE;
+        float lane[LANES];
+        int32_t i = i0;
+#if defined(__SSE2__) || defined(_M_X64)
+        /* maxps(x, m) is exactly x > m ? x : m, which compilers will not vectorize on their own */
+        __m128 v0 = _mm_set1_ps(-INFINITY), v1 = v0, v2 = v0, v3 = v0;
+        for (; i + LANES <= e; i += LANES) {
+            v0 = _mm_max_ps(_mm_loadu_ps(l + i), v0);
+            v1 = _mm_max_ps(_mm_loadu_ps(l + i + 4), v1);
+            v2 = _mm_max_ps(_mm_loadu_ps(l + i + 8), v2);
+            v3 = _mm_max_ps(_mm_loadu_ps(l + i + 12), v3);
+        }
+        _mm_storeu_ps(lane, v0);
+        _mm_storeu_ps(lane + 4, v1);
+        _mm_storeu_ps(lane + 8, v2);
+        _mm_storeu_ps(lane + 12, v3);
+#else
+        for (int k = 0; k < LANES; k++) lane[k] = -INFINITY;
+        for (; i + LANES <= e; i += LANES)
+            for (int k = 0; k < LANES; k++) lane[k] = l[i + k] > lane[k] ? l[i + k] : lane[k];
+#endif
+        float pm = -INFINITY;
+        for (; i < e; i++) pm = l[i] > pm ? l[i] : pm;
+        for (int k = 0; k < LANES; k++) pm = lane[k] > pm ? lane[k] : pm;
+        if (!(pm > m)) continue;
+        for (i = i0; l[i] != pm; i++) {}
+        m = pm;
+        best = i;
+    }
     return best;
 }
 
@@ -132,9 +170,12 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits) {
     const eng_sampler_params *p = &s->p;
     const int32_t V = s->n_vocab;
     cand *c = s->c;
+    const bool penalize = s->hist_n && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
+    /* greedy without penalties: the same token as the candidate search below, without the copy */
+    if (p->temp <= 0.0f && !penalize) return eng_argmax(logits, V);
     for (int32_t i = 0; i < V; i++) c[i] = (cand){i, logits[i]};
     /* penalties over the window (prompt included) */
-    if (s->hist_n && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f)) {
+    if (penalize) {
         for (int32_t i = 0; i < V; i++) {
             int32_t cnt = s->counts[i];
             if (!cnt) continue;

@@ -24,6 +24,58 @@ static void test_greedy_is_argmax_with_ties_to_lowest_id(void **state) {
     eng_sampler_free(s);
 }
 
+/* The piecewise argmax against the plain loop it replaces: lengths around its 16-lane and
+ * 4096-value pieces, ties (first index wins), NaNs (never win unless at 0), -inf, signed zeros;
+ * and the greedy sampler (which takes it when no penalty applies) with a penalty window too. */
+static int32_t argmax_plain(const float *l, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (l[i] > l[best]) best = i;
+    return best;
+}
+
+static void test_argmax_matches_the_plain_loop(void **state) {
+    (void)state;
+    enum { N = 3 * 4096 + 37 };
+    float *l = malloc(N * sizeof(float));
+    uint64_t r = 11;
+    const int32_t lens[] = {1, 2, 15, 16, 17, 31, 4095, 4096, 4097, 8192 + 5, N};
+    for (int trial = 0; trial < 40; trial++)
+        for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+            const int32_t n = lens[li];
+            for (int32_t i = 0; i < n; i++) l[i] = (float)(int)(tu_randn(&r) * (trial % 4 ? 3.0f : 300.0f));
+            switch (trial % 8) { /* coarse values give ties; then the special cases */
+            case 1: l[0] = NAN; break;
+            case 2: l[n / 2] = NAN; l[n - 1] = 1e30f; break;
+            case 3: for (int32_t i = 0; i < n; i++) l[i] = -INFINITY; break;
+            case 4: for (int32_t i = 0; i < n; i++) l[i] = i % 3 ? 0.0f : -0.0f; break;
+            case 5: l[n - 1] = 1e9f; l[n / 3] = 1e9f; break;
+            case 6: for (int32_t i = 0; i < n; i += 7) l[i] = NAN; break;
+            default: break;
+            }
+            const int32_t want = argmax_plain(l, n), got = eng_argmax(l, n);
+            if (got != want) fail_msg("n=%d trial %d: argmax %d, plain loop %d", n, trial, got, want);
+        }
+    for (int32_t i = 0; i < N; i++) l[i] = (float)(int)(tu_randn(&r) * 4.0f);
+    eng_sampler_params p = eng_sampler_default_params();
+    p.temp = 0;
+    eng_sampler *s;
+    assert_int_equal(eng_sampler_new(&p, N, &s, NULL), DP_OK);
+    assert_int_equal(eng_sampler_sample(s, l), argmax_plain(l, N));
+    eng_sampler_free(s);
+    p.repeat_penalty = 4.0f; /* the argmax token, seen once, falls behind the runner-up */
+    assert_int_equal(eng_sampler_new(&p, N, &s, NULL), DP_OK);
+    const int32_t top = argmax_plain(l, N);
+    eng_sampler_accept(s, top);
+    const float keep = l[top];
+    l[top] = -INFINITY;
+    const int32_t second = argmax_plain(l, N);
+    l[top] = keep;
+    if (keep > 0 && keep / 4.0f < l[second]) assert_int_equal(eng_sampler_sample(s, l), second);
+    eng_sampler_free(s);
+    free(l);
+}
+
 static void test_same_seed_same_tokens_and_truncation_respected(void **state) {
     (void)state;
     enum { V = 1000 };
@@ -152,6 +204,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_splitmix64_reference_values),
         cmocka_unit_test(test_greedy_is_argmax_with_ties_to_lowest_id),
+        cmocka_unit_test(test_argmax_matches_the_plain_loop),
         cmocka_unit_test(test_same_seed_same_tokens_and_truncation_respected),
         cmocka_unit_test(test_repeat_penalty_divides_positive_and_multiplies_negative),
         cmocka_unit_test(test_chat_rendering_per_family),
