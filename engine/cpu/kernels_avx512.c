@@ -327,12 +327,22 @@ void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n) {
 
 #define KV_CHUNK 32 /* rows: 16 KB of widened K or V */
 
-/* [sum of a0's lanes, of a1's, of a2's, of a3's]: one fixed tree for every score */
-static inline __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
-#define HALF(a) _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)))
-    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(HALF(a0), HALF(a1)), _mm256_hadd_ps(HALF(a2), HALF(a3)));
-#undef HALF
-    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+/* Lane n of the result: the sum of a[n]'s 16 lanes, by one fixed tree for every accumulator
+ * (chunk halves, then chunk pairs, then lanes within a chunk: each add joins lanes of the same
+ * accumulator), so a score's bits do not depend on its neighbours. 46 shuffles and adds for 16
+ * sums, where one horizontal sum per accumulator costs about 5 each. */
+static inline __m512 sum16(const __m512 *a) {
+    __m512 s[8], u[4], w[2];
+    for (int i = 0; i < 8; i++) /* [a2i c0+c2, a2i c1+c3, a2i+1 c0+c2, a2i+1 c1+c3] */
+        s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44), _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
+    for (int i = 0; i < 4; i++) /* chunk k: a[4i + k]'s four partial sums */
+        u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0x88), _mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0xDD));
+    for (int i = 0; i < 2; i++) /* chunk k: a[8i + k] l0+l2, a[8i + 4 + k] l0+l2, then l1+l3 of both */
+        w[i] = _mm512_add_ps(_mm512_unpacklo_ps(u[2 * i], u[2 * i + 1]), _mm512_unpackhi_ps(u[2 * i], u[2 * i + 1]));
+    const __m512d w0 = _mm512_castps_pd(w[0]), w1 = _mm512_castps_pd(w[1]);
+    /* lane 4k + m: a[4m + k] */
+    const __m512 z = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(w0, w1)), _mm512_castpd_ps(_mm512_unpackhi_pd(w0, w1)));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
 }
 
 /* A row's 16 values from d on: halves converted, or (wide) floats already converted from halves;
@@ -345,7 +355,7 @@ static inline __attribute__((always_inline)) __m512 kv_row16(bool wide, const ui
 /* Up to 4 heads (gn) against 4 rows (missing rows: pass np < 4; their lanes are dropped). */
 static inline __attribute__((always_inline)) void dots_4x4(bool wide, const float *q, size_t lq, int gn, const uint8_t *k,
                                                            size_t kst, int np, int hd, float *s, size_t ls) {
-    __m512 acc[4][4];
+    __m512 acc[4][4]; /* [head][row]; heads past gn stay zero for the reduction */
     for (int g = 0; g < 4; g++)
         for (int j = 0; j < 4; j++) acc[g][j] = _mm512_setzero_ps();
     for (int d = 0; d < hd; d += 16) {
@@ -357,10 +367,12 @@ static inline __attribute__((always_inline)) void dots_4x4(bool wide, const floa
             for (int j = 0; j < 4; j++) acc[g][j] = _mm512_fmadd_ps(qv, kv[j], acc[g][j]);
         }
     }
+    const __m512 sums = sum16(&acc[0][0]); /* lane 4g + j */
+    const __mmask8 m = (__mmask8)((1u << np) - 1);
     for (int g = 0; g < gn; g++) {
-        float r[4];
-        _mm_storeu_ps(r, sum4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]));
-        for (int j = 0; j < np; j++) s[(size_t)g * ls + j] = r[j];
+        const __m128 r = g == 0 ? _mm512_castps512_ps128(sums) : g == 1 ? _mm512_extractf32x4_ps(sums, 1)
+                       : g == 2 ? _mm512_extractf32x4_ps(sums, 2) : _mm512_extractf32x4_ps(sums, 3);
+        _mm_mask_storeu_ps(s + (size_t)g * ls, m, r);
     }
 }
 
