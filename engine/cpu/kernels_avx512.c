@@ -323,6 +323,78 @@ void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n) {
     }
 }
 
+/* ---- the delta rule, one token ----------------------------------------------------------- */
+
+/* eng_delta_step_ref's arithmetic per element (s = S decay, then s + k delta), with the sums over
+ * 16 lanes and four state rows in flight at once, the decayed row recomputed in the second pass
+ * rather than stored and reloaded, and each row fetched 8 rows (4 KB at dk = 128) ahead: the
+ * hardware prefetcher stops at page boundaries, and 16 sequences' states (800 MB in
+ * Qwen3.5-4B) stream through once a step. The kernel alone over 24 layers x 16 sequences x 32
+ * heads on two threads: 56 ms a step with the AVX2 kernel, 40 with this one (20 GB/s of state
+ * read and as much written; in-place streaming peaks near 28 here). */
+#define DS_AHEAD 8 /* rows; 4 and 8 measured alike, 0 (no fetch) 30 % slower, 16 and 32 5 % */
+void eng_delta_step_avx512(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
+                           int dv, float *o);
+void eng_delta_step_avx512(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
+                           int dv, float *o) {
+    if (dk % 16) { /* not a model shape seen so far */
+        eng_delta_step_ref(S, k, v, q, decay, beta, dk, dv, o);
+        return;
+    }
+    const __m512 vd = _mm512_set1_ps(decay);
+    const int nz = dk / 16;
+    int j = 0;
+    for (; j + 4 <= dv; j += 4) {
+        float *R = S + (size_t)j * dk;
+        if (j + 4 + DS_AHEAD <= dv)
+            for (int i = 0; i < 4 * dk; i += 16) _mm_prefetch((const char *)(R + (size_t)DS_AHEAD * dk + i), _MM_HINT_T0);
+        __m512 u0 = _mm512_setzero_ps(), u1 = u0, u2 = u0, u3 = u0;
+        for (int z = 0; z < nz; z++) {
+            const __m512 kz = _mm512_loadu_ps(k + 16 * z);
+            u0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(R + 16 * z), vd), kz, u0);
+            u1 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(R + dk + 16 * z), vd), kz, u1);
+            u2 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(R + 2 * dk + 16 * z), vd), kz, u2);
+            u3 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(R + 3 * dk + 16 * z), vd), kz, u3);
+        }
+        const __m512 d0 = _mm512_set1_ps(beta * (v[j] - _mm512_reduce_add_ps(u0)));
+        const __m512 d1 = _mm512_set1_ps(beta * (v[j + 1] - _mm512_reduce_add_ps(u1)));
+        const __m512 d2 = _mm512_set1_ps(beta * (v[j + 2] - _mm512_reduce_add_ps(u2)));
+        const __m512 d3 = _mm512_set1_ps(beta * (v[j + 3] - _mm512_reduce_add_ps(u3)));
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int z = 0; z < nz; z++) {
+            const __m512 kz = _mm512_loadu_ps(k + 16 * z), qz = _mm512_loadu_ps(q + 16 * z);
+#define ROW(r, d, a)                                                                                      \
+    do {                                                                                                  \
+        const __m512 s_ = _mm512_fmadd_ps(kz, d, _mm512_mul_ps(_mm512_loadu_ps(R + (r) * dk + 16 * z), vd)); \
+        _mm512_storeu_ps(R + (r) * dk + 16 * z, s_);                                                      \
+        a = _mm512_fmadd_ps(s_, qz, a);                                                                   \
+    } while (0)
+            ROW(0, d0, a0);
+            ROW(1, d1, a1);
+            ROW(2, d2, a2);
+            ROW(3, d3, a3);
+#undef ROW
+        }
+        o[j] = _mm512_reduce_add_ps(a0);
+        o[j + 1] = _mm512_reduce_add_ps(a1);
+        o[j + 2] = _mm512_reduce_add_ps(a2);
+        o[j + 3] = _mm512_reduce_add_ps(a3);
+    }
+    for (; j < dv; j++) { /* the same per-row arithmetic, one row */
+        float *R = S + (size_t)j * dk;
+        __m512 u = _mm512_setzero_ps();
+        for (int z = 0; z < nz; z++) u = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(R + 16 * z), vd), _mm512_loadu_ps(k + 16 * z), u);
+        const __m512 d = _mm512_set1_ps(beta * (v[j] - _mm512_reduce_add_ps(u)));
+        __m512 a = _mm512_setzero_ps();
+        for (int z = 0; z < nz; z++) {
+            const __m512 s_ = _mm512_fmadd_ps(_mm512_loadu_ps(k + 16 * z), d, _mm512_mul_ps(_mm512_loadu_ps(R + 16 * z), vd));
+            _mm512_storeu_ps(R + 16 * z, s_);
+            a = _mm512_fmadd_ps(s_, _mm512_loadu_ps(q + 16 * z), a);
+        }
+        o[j] = _mm512_reduce_add_ps(a);
+    }
+}
+
 /* ---- attention over an F16 cache, query heads grouped per KV head -------------------------- */
 
 #define KV_CHUNK 32 /* rows: 16 KB of widened K or V */

@@ -24,6 +24,8 @@ eng_vec_dot_fn eng_vec_dot_avx2(int weight_type);
 eng_vec_dot4_fn eng_vec_dot4_avx2(int weight_type);
 void eng_delta_step_avx2(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
                          int dv, float *o);
+void eng_delta_step_avx512(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
+                           int dv, float *o);
 void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n);
 float eng_kv_dot_f16_avx2(const float *q, const void *k, int n);
 float eng_kv_dot_f32_avx2(const float *q, const void *k, int n);
@@ -178,6 +180,7 @@ size_t eng_gemm_ws_size(int64_t k, int n_tok) {
 
 eng_delta_step_fn eng_delta_step_best(void) {
 #ifdef DP_HAVE_X86
+    if (!g_force_scalar && have_avx512()) return eng_delta_step_avx512;
     if (!g_force_scalar && have_avx2()) return eng_delta_step_avx2;
 #endif
     return eng_delta_step_ref;

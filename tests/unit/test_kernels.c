@@ -388,6 +388,40 @@ static void test_grouped_attention_loops(void **state) {
         }
 }
 
+/* The delta rule's one-token step, the fast kernel against the reference over several steps (the
+ * state carries its rounding on): state rows and outputs within a relative 1e-5, for the model's
+ * dk = dv = 128, a row count that is not a multiple of the kernel's four, and a dk that takes the
+ * reference's path. */
+static void test_delta_step_matches_reference(void **state) {
+    (void)state;
+    const int shapes[][2] = {{128, 128}, {64, 7}, {40, 9}};
+    uint64_t r = 77;
+    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+        const int dk = shapes[si][0], dv = shapes[si][1];
+        float *S0 = malloc((size_t)dk * dv * sizeof(float)), *S1 = malloc((size_t)dk * dv * sizeof(float));
+        float *kqv = malloc((size_t)(2 * dk + dv) * sizeof(float)), *o0 = malloc((size_t)dv * sizeof(float)),
+              *o1 = malloc((size_t)dv * sizeof(float));
+        for (int i = 0; i < dk * dv; i++) S0[i] = S1[i] = 0.1f * tu_randn(&r);
+        for (int step = 0; step < 5; step++) {
+            for (int i = 0; i < 2 * dk + dv; i++) kqv[i] = 0.2f * tu_randn(&r);
+            const float decay = 0.9f + 0.01f * (float)step, beta = 0.3f + 0.1f * (float)step;
+            eng_delta_step_ref(S0, kqv, kqv + 2 * dk, kqv + dk, decay, beta, dk, dv, o0);
+            eng_delta_step_best()(S1, kqv, kqv + 2 * dk, kqv + dk, decay, beta, dk, dv, o1);
+            for (int j = 0; j < dv; j++)
+                if (fabsf(o0[j] - o1[j]) > 1e-5f * (fabsf(o0[j]) + 1.0f))
+                    fail_msg("dk %d dv %d step %d: o[%d] %.9g, reference %.9g", dk, dv, step, j, (double)o1[j], (double)o0[j]);
+            for (int i = 0; i < dk * dv; i++)
+                if (fabsf(S0[i] - S1[i]) > 1e-5f * (fabsf(S0[i]) + 1.0f))
+                    fail_msg("dk %d dv %d step %d: S[%d] %.9g, reference %.9g", dk, dv, step, i, (double)S1[i], (double)S0[i]);
+        }
+        free(S0);
+        free(S1);
+        free(kqv);
+        free(o0);
+        free(o1);
+    }
+}
+
 static void test_thread_pool_runs_every_slice_once(void **state) {
     (void)state;
     for (int threads = 1; threads <= 4; threads++) {
@@ -416,6 +450,7 @@ int main(void) {
         cmocka_unit_test(test_q8_0_activation_rounds_half_to_even),
         cmocka_unit_test(test_grouped_attention_loops),
         cmocka_unit_test(test_exp_ops_match_reference),
+        cmocka_unit_test(test_delta_step_matches_reference),
         cmocka_unit_test(test_thread_pool_runs_every_slice_once),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
