@@ -327,12 +327,14 @@ void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n) {
 
 /* eng_delta_step_ref's arithmetic per element (s = S decay, then s + k delta), with the sums over
  * 16 lanes and four state rows in flight at once, the decayed row recomputed in the second pass
- * rather than stored and reloaded, and each row fetched 8 rows (4 KB at dk = 128) ahead: the
- * hardware prefetcher stops at page boundaries, and 16 sequences' states (800 MB in
+ * rather than stored and reloaded, and each row fetched into L2 6 rows (3 KB at dk = 128) ahead:
+ * the hardware prefetcher stops at page boundaries, and 16 sequences' states (800 MB in
  * Qwen3.5-4B) stream through once a step. The kernel alone over 24 layers x 16 sequences x 32
- * heads on two threads: 56 ms a step with the AVX2 kernel, 40 with this one (20 GB/s of state
+ * heads on two threads: 56 ms a step with the AVX2 kernel, 36.5 with this one (22 GB/s of state
  * read and as much written; in-place streaming peaks near 28 here). */
-#define DS_AHEAD 8 /* rows; 4 and 8 measured alike, 0 (no fetch) 30 % slower, 16 and 32 5 % */
+/* rows fetched ahead, into L2; in the measurement above 8 rows gave 39 ms, 16 42, none 52, and
+ * 8 rows into L1 40 (L1's few fill buffers cannot hold 4 KB of misses) */
+#define DS_AHEAD 6
 void eng_delta_step_avx512(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
                            int dv, float *o);
 void eng_delta_step_avx512(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
@@ -347,7 +349,7 @@ void eng_delta_step_avx512(float *S, const float *k, const float *v, const float
     for (; j + 4 <= dv; j += 4) {
         float *R = S + (size_t)j * dk;
         if (j + 4 + DS_AHEAD <= dv)
-            for (int i = 0; i < 4 * dk; i += 16) _mm_prefetch((const char *)(R + (size_t)DS_AHEAD * dk + i), _MM_HINT_T0);
+            for (int i = 0; i < 4 * dk; i += 16) _mm_prefetch((const char *)(R + (size_t)DS_AHEAD * dk + i), _MM_HINT_T1);
         __m512 u0 = _mm512_setzero_ps(), u1 = u0, u2 = u0, u3 = u0;
         for (int z = 0; z < nz; z++) {
             const __m512 kz = _mm512_loadu_ps(k + 16 * z);
