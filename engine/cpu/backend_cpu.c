@@ -351,22 +351,29 @@ static void dn_conv(void *arg, int ith, int nth) {
     dn_task *d = arg;
     const eng_deltanet_args *a = d->a;
     const int ch_n = 2 * a->n_k * a->dk + a->n_v * a->dv, K = a->kernel;
-    const int c0 = ch_n * ith / nth, c1 = ch_n * (ith + 1) / nth;
+    const int c0 = ch_n * ith / nth, c1 = ch_n * (ith + 1) / nth, nc = c1 - c0;
     const eng_silu_fn silu = eng_silu_best(d->c->exact);
+    /* the thread's taps transposed, [K][nc], so that every pass below runs over contiguous
+     * channels and vectorizes; per channel the sum is the scalar one, tap by tap from zero */
+    float *wt = thread_scratch(d->c, ith, (size_t)K * nc + 1);
+    if (!wt || nc <= 0) return;
+    for (int ch = 0; ch < nc; ch++)
+        for (int j = 0; j < K; j++) wt[(size_t)j * nc + ch] = a->conv_w[(size_t)(c0 + ch) * K + j];
     for (int t = 0; t < a->n_tok; t++) {
-        float *st = a->conv_state + (size_t)a->seq[t] * (K - 1) * ch_n;
-        const float *m = a->qkv + (size_t)t * ch_n;
-        float *o = a->scratch + (size_t)t * ch_n;
-        for (int ch = c0; ch < c1; ch++) {
-            const float *w = a->conv_w + (size_t)ch * K;
-            float s = 0;
-            for (int j = 0; j < K - 1; j++) s += w[j] * st[(size_t)j * ch_n + ch];
-            s += w[K - 1] * m[ch];
-            o[ch] = s;
-            for (int j = 0; j + 1 < K - 1; j++) st[(size_t)j * ch_n + ch] = st[(size_t)(j + 1) * ch_n + ch];
-            if (K > 1) st[(size_t)(K - 2) * ch_n + ch] = m[ch];
+        float *st = a->conv_state + (size_t)a->seq[t] * (K - 1) * ch_n + c0;
+        const float *restrict m = a->qkv + (size_t)t * ch_n + c0;
+        float *restrict o = a->scratch + (size_t)t * ch_n + c0;
+        for (int ch = 0; ch < nc; ch++) o[ch] = 0;
+        for (int j = 0; j < K - 1; j++) {
+            const float *restrict w = wt + (size_t)j * nc, *restrict sj = st + (size_t)j * ch_n;
+            for (int ch = 0; ch < nc; ch++) o[ch] += w[ch] * sj[ch];
         }
-        silu(o + c0, o + c0, c1 - c0);
+        const float *restrict wl = wt + (size_t)(K - 1) * nc;
+        for (int ch = 0; ch < nc; ch++) o[ch] += wl[ch] * m[ch];
+        /* the window moves on by this token */
+        for (int j = 0; j + 1 < K - 1; j++) memcpy(st + (size_t)j * ch_n, st + (size_t)(j + 1) * ch_n, (size_t)nc * sizeof(float));
+        if (K > 1) memcpy(st + (size_t)(K - 2) * ch_n, m, (size_t)nc * sizeof(float));
+        silu(o, o, nc);
     }
 }
 
