@@ -123,6 +123,9 @@ struct eng_backend {
 /* The CPU backend: n_threads workers; exact = scalar reference kernels on dequantized
  * weights, no activation quantization. */
 dp_status eng_backend_cpu_new(int n_threads, bool exact, eng_backend **out, dp_err *err);
+/* Tests: while on, every CPU backend's scratch allocation fails, as it would out of memory (the
+ * step's sync then reports DP_ENOMEM). */
+void eng_backend_cpu_fail_scratch(bool on);
 
 #ifdef DP_HAVE_CUDA
 /* The CUDA backend on device `index`: uploads every weight of m once (DP_ENOMEM naming the

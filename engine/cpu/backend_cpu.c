@@ -9,9 +9,12 @@
  * - matmul quantizes the activation rows once per call to the weight's vec-dot type
  *   (model-spec 2.5), then streams each weight row once for all tokens of the batch. In exact
  *   mode each weight row is dequantized to f32 and multiplied in f32 instead.
- * - Scratch is owned per thread and sized on first use; nothing is allocated per token.
+ * - Scratch is owned per thread and sized on first use; nothing is allocated per token. An op
+ *   whose scratch cannot be had does nothing and marks the backend, and the step's sync reports
+ *   DP_ENOMEM: a result is never silently wrong.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,13 +31,22 @@ typedef struct cpu_be {
     float **scratch;      /* per thread */
     size_t *scratch_cap;  /* floats */
     int n_threads;
+    atomic_size_t oom; /* bytes of scratch an op could not get since the last sync, or 0 */
 } cpu_be;
 
+static atomic_bool g_fail_scratch;
+void eng_backend_cpu_fail_scratch(bool on) { atomic_store(&g_fail_scratch, on); }
+
 static float *thread_scratch(cpu_be *c, int ith, size_t n) {
+    if (atomic_load(&g_fail_scratch)) {
+        atomic_store(&c->oom, n * sizeof(float));
+        return NULL;
+    }
     if (c->scratch_cap[ith] < n) {
         free(c->scratch[ith]);
         c->scratch[ith] = malloc(n * sizeof(float));
         c->scratch_cap[ith] = c->scratch[ith] ? n : 0;
+        if (!c->scratch[ith]) atomic_store(&c->oom, n * sizeof(float));
     }
     return c->scratch[ith];
 }
@@ -122,9 +134,12 @@ static void cpu_matmul(eng_backend *be, const eng_weight *w, const float *x, int
         size_t need = m.xq_row * (size_t)n_tok;
         if (need > c->xq_cap) {
             free(c->xq);
-            c->xq = malloc(need);
+            c->xq = atomic_load(&g_fail_scratch) ? NULL : malloc(need);
             c->xq_cap = c->xq ? need : 0;
-            if (!c->xq) return;
+            if (!c->xq) {
+                atomic_store(&c->oom, need);
+                return;
+            }
         }
         /* a decode step's few rows quantize in a microsecond: not worth a pool round trip */
         if ((int64_t)n_tok * w->ne0 <= 16384) mm_quantize(&m, 0, 1);
@@ -580,8 +595,11 @@ static void cpu_fill0(eng_backend *be, void *dst, size_t bytes) {
 }
 
 static dp_status cpu_sync(eng_backend *be, dp_err *err) {
-    (void)be;
-    (void)err;
+    cpu_be *c = be->impl;
+    const size_t lost = atomic_exchange(&c->oom, 0);
+    if (lost)
+        return dp_err_set(err, DP_ENOMEM, "out of memory: the CPU backend could not allocate %zu bytes of scratch, so this step's results are lost",
+                          lost);
     return DP_OK;
 }
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "engine.h"
 
 typedef struct fixture {
@@ -113,6 +114,24 @@ static void test_exhausted_pool_refuses_the_step_and_changes_nothing(void **stat
     eng_seq_clear(c, 0);
     assert_int_equal(eng_kv_blocks_free(c), 2);
     must_step(f, c, 1, 1, 256);
+    eng_context_free(c);
+}
+
+/* A step whose CPU scratch memory cannot be had fails with DP_ENOMEM and says so, rather than
+ * leaving some outputs unwritten and the logits wrong; with memory back, a new context decodes. */
+static void test_scratch_out_of_memory_fails_the_step(void **state) {
+    fixture *f = *state;
+    eng_context *c = context(f, 0);
+    dp_err err = {0};
+    eng_backend_cpu_fail_scratch(true);
+    const dp_status st = step(f, c, 0, 40, 0, &err);
+    eng_backend_cpu_fail_scratch(false);
+    assert_int_equal(st, DP_ENOMEM);
+    assert_non_null(strstr(err.msg, "scratch"));
+    eng_context_free(c);
+    c = context(f, 0);
+    must_step(f, c, 0, 40, 0);
+    must_step(f, c, 0, 1, 40);
     eng_context_free(c);
 }
 
@@ -246,6 +265,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small_pool_gives_full_pool_logits),
         cmocka_unit_test(test_exhausted_pool_refuses_the_step_and_changes_nothing),
+        cmocka_unit_test(test_scratch_out_of_memory_fails_the_step),
         cmocka_unit_test(test_shared_prefix_blocks_are_held_by_reference),
         cmocka_unit_test(test_all_holders_of_a_shared_block_step_with_one_copy_fewer),
         cmocka_unit_test(test_sequences_over_shared_blocks_get_lone_results),
