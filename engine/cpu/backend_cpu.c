@@ -37,16 +37,22 @@ typedef struct cpu_be {
 static atomic_bool g_fail_scratch;
 void eng_backend_cpu_fail_scratch(bool on) { atomic_store(&g_fail_scratch, on); }
 
+/* Every scratch allocation: NULL (and the backend marked) when the memory cannot be had. */
+static void *scratch_alloc(cpu_be *c, size_t bytes) {
+    void *p = atomic_load(&g_fail_scratch) ? NULL : malloc(bytes);
+    if (!p) atomic_store(&c->oom, bytes);
+    return p;
+}
+
 static float *thread_scratch(cpu_be *c, int ith, size_t n) {
-    if (atomic_load(&g_fail_scratch)) {
+    if (atomic_load(&g_fail_scratch)) { /* (as if the scratch had to grow) */
         atomic_store(&c->oom, n * sizeof(float));
         return NULL;
     }
     if (c->scratch_cap[ith] < n) {
         free(c->scratch[ith]);
-        c->scratch[ith] = malloc(n * sizeof(float));
+        c->scratch[ith] = scratch_alloc(c, n * sizeof(float));
         c->scratch_cap[ith] = c->scratch[ith] ? n : 0;
-        if (!c->scratch[ith]) atomic_store(&c->oom, n * sizeof(float));
     }
     return c->scratch[ith];
 }
@@ -134,12 +140,9 @@ static void cpu_matmul(eng_backend *be, const eng_weight *w, const float *x, int
         size_t need = m.xq_row * (size_t)n_tok;
         if (need > c->xq_cap) {
             free(c->xq);
-            c->xq = atomic_load(&g_fail_scratch) ? NULL : malloc(need);
+            c->xq = scratch_alloc(c, need);
             c->xq_cap = c->xq ? need : 0;
-            if (!c->xq) {
-                atomic_store(&c->oom, need);
-                return;
-            }
+            if (!c->xq) return;
         }
         /* a decode step's few rows quantize in a microsecond: not worth a pool round trip */
         if ((int64_t)n_tok * w->ne0 <= 16384) mm_quantize(&m, 0, 1);

@@ -102,6 +102,10 @@ size_t eng_gemm_ws_amx(int64_t k, int n_tok) {
 
 enum { KQ4, KQ5, KQ6 };
 
+/* The weight of the hi plane, as a shift: S = C(lo) + 2^plane_shift C(hi). Q4_K and Q5_K split
+ * the scale there (foldw), Q6_K splits the product into bytes (fold64). */
+static inline int plane_shift(int kind) { return kind == KQ4 ? 4 : kind == KQ5 ? 3 : 8; }
+
 /* Q6_K: byte u of a step's planes (and of its packed activations) holds position p(u) of the
  * step: fold64's even products fill bytes 0-31, its odd products 32-63. Q4_K and Q5_K (foldw)
  * keep the positions in order. */
@@ -302,7 +306,8 @@ static inline __attribute__((always_inline)) void decode_block_k(int kind, const
             continue;
         }
         /* the scales split as s = sa 2^SH + sb (see foldw) */
-        const uint64_t s8 = scq[r], sh = kind == KQ4 ? 4 : 3, bm = kind == KQ4 ? 0x0F0F0F0F0F0F0F0Full : 0x0707070707070707ull;
+        const int sh = plane_shift(kind);
+        const uint64_t s8 = scq[r], bm = 0x0101010101010101ull * ((1u << sh) - 1);
         const __m512i sb = _mm512_set1_epi64((long long)(s8 & bm)), sa = _mm512_set1_epi64((long long)((s8 >> sh) & bm));
         if (kind == KQ4) {
             const __m512i m4 = _mm512_set1_epi8(0xF);
@@ -398,7 +403,7 @@ static inline __attribute__((always_inline)) void fold_block(int kind, __m512 *f
 #pragma GCC unroll 16
     for (int r = 0; r < ROWS; r++) {
         const __m512i S = _mm512_add_epi32(_mm512_load_si512(c + 64 * r),
-                                           _mm512_slli_epi32(_mm512_load_si512(c + 1024 + 64 * r), kind == KQ4 ? 4 : kind == KQ5 ? 3 : 8));
+                                           _mm512_slli_epi32(_mm512_load_si512(c + 1024 + 64 * r), plane_shift(kind)));
         f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(xd, _mm512_set1_ps(d[r])), f[r]);
         if (kind != KQ6) {
             __m512i M = _mm512_setzero_si512();

@@ -335,6 +335,34 @@ void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n) {
 /* rows fetched ahead, into L2; in the measurement above 8 rows gave 39 ms, 16 42, none 52, and
  * 8 rows into L1 40 (L1's few fill buffers cannot hold 4 KB of misses) */
 #define DS_AHEAD 6
+/* NR (1..4) state rows from row j: the same arithmetic per row whatever NR, so the rows of a
+ * remainder get the bits they would get in a group of four. */
+static inline __attribute__((always_inline)) void delta_rows(int NR, float *S, int j, const float *k, const float *v,
+                                                             const float *q, __m512 vd, float beta, int dk, int dv,
+                                                             float *o) {
+    const int nz = dk / 16;
+    float *R = S + (size_t)j * dk;
+    if (j + NR + DS_AHEAD <= dv)
+        for (int i = 0; i < NR * dk; i += 16) _mm_prefetch((const char *)(R + (size_t)DS_AHEAD * dk + i), _MM_HINT_T1);
+    __m512 u[4], d[4], a[4];
+    for (int r = 0; r < NR; r++) u[r] = a[r] = _mm512_setzero_ps();
+    for (int z = 0; z < nz; z++) {
+        const __m512 kz = _mm512_loadu_ps(k + 16 * z);
+        for (int r = 0; r < NR; r++) u[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(R + (size_t)r * dk + 16 * z), vd), kz, u[r]);
+    }
+    for (int r = 0; r < NR; r++) d[r] = _mm512_set1_ps(beta * (v[j + r] - _mm512_reduce_add_ps(u[r])));
+    for (int z = 0; z < nz; z++) {
+        const __m512 kz = _mm512_loadu_ps(k + 16 * z), qz = _mm512_loadu_ps(q + 16 * z);
+        for (int r = 0; r < NR; r++) {
+            float *p = R + (size_t)r * dk + 16 * z;
+            const __m512 s_ = _mm512_fmadd_ps(kz, d[r], _mm512_mul_ps(_mm512_loadu_ps(p), vd));
+            _mm512_storeu_ps(p, s_);
+            a[r] = _mm512_fmadd_ps(s_, qz, a[r]);
+        }
+    }
+    for (int r = 0; r < NR; r++) o[j + r] = _mm512_reduce_add_ps(a[r]);
+}
+
 void eng_delta_step_avx512(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
                            int dv, float *o);
 void eng_delta_step_avx512(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
@@ -344,57 +372,9 @@ void eng_delta_step_avx512(float *S, const float *k, const float *v, const float
         return;
     }
     const __m512 vd = _mm512_set1_ps(decay);
-    const int nz = dk / 16;
     int j = 0;
-    for (; j + 4 <= dv; j += 4) {
-        float *R = S + (size_t)j * dk;
-        if (j + 4 + DS_AHEAD <= dv)
-            for (int i = 0; i < 4 * dk; i += 16) _mm_prefetch((const char *)(R + (size_t)DS_AHEAD * dk + i), _MM_HINT_T1);
-        __m512 u0 = _mm512_setzero_ps(), u1 = u0, u2 = u0, u3 = u0;
-        for (int z = 0; z < nz; z++) {
-            const __m512 kz = _mm512_loadu_ps(k + 16 * z);
-            u0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(R + 16 * z), vd), kz, u0);
-            u1 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(R + dk + 16 * z), vd), kz, u1);
-            u2 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(R + 2 * dk + 16 * z), vd), kz, u2);
-            u3 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(R + 3 * dk + 16 * z), vd), kz, u3);
-        }
-        const __m512 d0 = _mm512_set1_ps(beta * (v[j] - _mm512_reduce_add_ps(u0)));
-        const __m512 d1 = _mm512_set1_ps(beta * (v[j + 1] - _mm512_reduce_add_ps(u1)));
-        const __m512 d2 = _mm512_set1_ps(beta * (v[j + 2] - _mm512_reduce_add_ps(u2)));
-        const __m512 d3 = _mm512_set1_ps(beta * (v[j + 3] - _mm512_reduce_add_ps(u3)));
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int z = 0; z < nz; z++) {
-            const __m512 kz = _mm512_loadu_ps(k + 16 * z), qz = _mm512_loadu_ps(q + 16 * z);
-#define ROW(r, d, a)                                                                                      \
-    do {                                                                                                  \
-        const __m512 s_ = _mm512_fmadd_ps(kz, d, _mm512_mul_ps(_mm512_loadu_ps(R + (r) * dk + 16 * z), vd)); \
-        _mm512_storeu_ps(R + (r) * dk + 16 * z, s_);                                                      \
-        a = _mm512_fmadd_ps(s_, qz, a);                                                                   \
-    } while (0)
-            ROW(0, d0, a0);
-            ROW(1, d1, a1);
-            ROW(2, d2, a2);
-            ROW(3, d3, a3);
-#undef ROW
-        }
-        o[j] = _mm512_reduce_add_ps(a0);
-        o[j + 1] = _mm512_reduce_add_ps(a1);
-        o[j + 2] = _mm512_reduce_add_ps(a2);
-        o[j + 3] = _mm512_reduce_add_ps(a3);
-    }
-    for (; j < dv; j++) { /* the same per-row arithmetic, one row */
-        float *R = S + (size_t)j * dk;
-        __m512 u = _mm512_setzero_ps();
-        for (int z = 0; z < nz; z++) u = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(R + 16 * z), vd), _mm512_loadu_ps(k + 16 * z), u);
-        const __m512 d = _mm512_set1_ps(beta * (v[j] - _mm512_reduce_add_ps(u)));
-        __m512 a = _mm512_setzero_ps();
-        for (int z = 0; z < nz; z++) {
-            const __m512 s_ = _mm512_fmadd_ps(_mm512_loadu_ps(k + 16 * z), d, _mm512_mul_ps(_mm512_loadu_ps(R + 16 * z), vd));
-            _mm512_storeu_ps(R + 16 * z, s_);
-            a = _mm512_fmadd_ps(s_, _mm512_loadu_ps(q + 16 * z), a);
-        }
-        o[j] = _mm512_reduce_add_ps(a);
-    }
+    for (; j + 4 <= dv; j += 4) delta_rows(4, S, j, k, v, q, vd, beta, dk, dv, o);
+    for (; j < dv; j++) delta_rows(1, S, j, k, v, q, vd, beta, dk, dv, o);
 }
 
 /* ---- attention over an F16 cache, query heads grouped per KV head -------------------------- */
