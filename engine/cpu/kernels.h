@@ -74,6 +74,9 @@ void eng_cpu_force_scalar(bool on);
 /* Keeps the AMX kernels out of use (tests compare both GEMMs; also DOCPIPE_NO_AMX=1 in the
  * environment, for tools without AMX support such as valgrind). */
 void eng_cpu_disable_amx(bool on);
+/* Keeps the AVX-512 (and so the AMX) kernels out of use: tests run the AVX2 kernels on machines
+ * that have both. */
+void eng_cpu_disable_avx512(bool on);
 /* True when the AMX GEMM is in use (CPU, OS permission, not disabled). */
 bool eng_cpu_amx(void);
 

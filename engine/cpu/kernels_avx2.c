@@ -5,6 +5,8 @@
  */
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -110,39 +112,20 @@ static float dot_q4_0(int64_t k, const void *w, const void *x) {
     return hsum8(acc);
 }
 
-/* Per super-block state shared by the 1-row and 4-row kernels, so both compute bit-identical
- * results: acc += (d_a * d) * sumi (8 lanes), accm += (-d_a * dmin) * (mins . bsums) (4 lanes). */
-typedef struct k_acc {
-    __m256 acc;
-    __m128 accm;
-} k_acc;
+/* The K-quant dots compute, per 256-block, the exact integers S (scaled value sums) and M (min
+ * terms) and fold them in block order as acc = fma(S, xd * d, acc), acc = fma(-M, xd * dmin, acc)
+ * (Q6_K: acc = fma(S - M, xd * d, acc)): the order of the AVX2 GEMM (gemm_avx2.c), so a token
+ * gets the same bits from either. Blocks go in pairs to share the lane reductions. */
 
-static inline void k4_finish(k_acc *a, const eng_block_q8_k *y, float d, float dmin, __m256i sumi, __m128i mins16) {
-    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums),
-                                      _mm_loadu_si128((const __m128i *)(y->bsums + 8)));
-    const __m128i pm = _mm_madd_epi16(mins16, bs);
-    a->acc = _mm256_fmadd_ps(_mm256_set1_ps(y->d * d), _mm256_cvtepi32_ps(sumi), a->acc);
-    a->accm = _mm_fmadd_ps(_mm_set1_ps(-y->d * dmin), _mm_cvtepi32_ps(pm), a->accm);
+/* (lane sum of a, of b, of c, of d) */
+static inline __m128i reduce4(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-static inline float k_result(const k_acc *a) {
-    __m128 m = a->accm;
-    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    return hsum8(a->acc) + _mm_cvtss_f32(m);
-}
-
-static inline __m256i q4k_sumi(const uint8_t *q, const int8_t *y, const int16_t sc[8], const __m256i m4) {
-    __m256i sumi = _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++, q += 32, y += 64) {
-        const __m256i raw = _mm256_loadu_si256((const __m256i *)q);
-        const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-        const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y));
-        const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)));
-        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])),
-                                                       _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1]))));
-    }
-    return sumi;
+static inline float k4_fold(float acc, int32_t S, int32_t M, eng_f16 d, eng_f16 dmin, float xd) {
+    acc = fmaf((float)S, xd * f16(d), acc);
+    return fmaf(-(float)M, xd * f16(dmin), acc);
 }
 
 static inline void q4k_scales(const uint8_t *packed, int16_t sc[8], __m128i *mins16) {
@@ -153,143 +136,107 @@ static inline void q4k_scales(const uint8_t *packed, int16_t sc[8], __m128i *min
     *mins16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
 }
 
-static float dot_q4_k(int64_t k, const void *w, const void *x) {
-    const eng_block_q4_k *a = w;
-    const eng_block_q8_k *b = x;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    k_acc acc = {_mm256_setzero_ps(), _mm_setzero_ps()};
-    for (int64_t i = 0; i < k / 256; i++) {
-        int16_t sc[8];
-        __m128i mins16;
-        q4k_scales(a[i].scales, sc, &mins16);
-        k4_finish(&acc, &b[i], f16(a[i].d), f16(a[i].dmin), q4k_sumi(a[i].qs, b[i].qs, sc, m4), mins16);
-    }
-    return k_result(&acc);
+/* M as 4 lanes: the mins against the 32-value sums (pairs of 16-value bsums) */
+static inline __m256i k4_min_lanes(__m128i mins16, const eng_block_q8_k *y) {
+    const __m128i b32 = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums), _mm_loadu_si128((const __m128i *)(y->bsums + 8)));
+    return _mm256_set_m128i(_mm_setzero_si128(), _mm_madd_epi16(mins16, b32));
 }
 
-static void dot4_q4_k(int64_t k, const void *w, const void *x, size_t xs, float out[4]) {
-    const eng_block_q4_k *a = w;
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    k_acc acc[4];
-    for (int j = 0; j < 4; j++) acc[j] = (k_acc){_mm256_setzero_ps(), _mm_setzero_ps()};
-    for (int64_t i = 0; i < k / 256; i++) {
-        int16_t sc[8];
-        __m128i mins16;
-        q4k_scales(a[i].scales, sc, &mins16);
-        const float d = f16(a[i].d), dmin = f16(a[i].dmin);
-        /* decode the 4-bit weights once, then four activation rows */
-        __m256i lo[4], hi[4];
-        for (int c = 0; c < 4; c++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)(a[i].qs + 32 * c));
-            lo[c] = _mm256_and_si256(raw, m4);
-            hi[c] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+/* S of a Q4_K (qh NULL) or Q5_K block as 8 lanes, and its M */
+static inline __attribute__((always_inline)) __m256i k4_block(const uint8_t *blk, const uint8_t *qs, const uint8_t *qh, const eng_block_q8_k *y, __m256i *M) {
+    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
+    int16_t sc[8];
+    __m128i mins16;
+    q4k_scales(blk + 4, sc, &mins16); /* scales follow d and dmin in both block types */
+    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    __m256i sumi = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        if (qh) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c), one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c + 1), one), 4));
         }
-        for (int j = 0; j < 4; j++) {
-            const eng_block_q8_k *y = (const eng_block_q8_k *)(const void *)((const uint8_t *)x + j * xs) + i;
-            __m256i sumi = _mm256_setzero_si256();
-            for (int c = 0; c < 4; c++) {
-                const __m256i p0 = _mm256_maddubs_epi16(lo[c], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
-                const __m256i p1 = _mm256_maddubs_epi16(hi[c], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])),
-                                                               _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1]))));
-            }
-            k4_finish(&acc[j], y, d, dmin, sumi, mins16);
-        }
+        const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
+        const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])),
+                                                       _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1]))));
     }
-    for (int j = 0; j < 4; j++) out[j] = k_result(&acc[j]);
+    *M = k4_min_lanes(mins16, y);
+    return sumi;
+}
+
+static inline __attribute__((always_inline)) float k4_dot(int64_t k, const uint8_t *w, size_t bb, size_t qs_off, ptrdiff_t qh_off,
+                                                          const eng_block_q8_k *y) {
+    const int64_t nb = k / 256;
+    float acc = 0;
+    for (int64_t i = 0; i < nb; i += 2) {
+        const bool two = i + 1 < nb;
+        const uint8_t *b0 = w + (size_t)i * bb, *b1 = b0 + bb;
+        __m256i M0, M1 = _mm256_setzero_si256(), S1 = _mm256_setzero_si256();
+        const __m256i S0 = k4_block(b0, b0 + qs_off, qh_off < 0 ? NULL : b0 + qh_off, &y[i], &M0);
+        if (two) S1 = k4_block(b1, b1 + qs_off, qh_off < 0 ? NULL : b1 + qh_off, &y[i + 1], &M1);
+        const __m128i r = reduce4(S0, S1, M0, M1);
+        const eng_f16 *h0 = (const eng_f16 *)(const void *)b0, *h1 = (const eng_f16 *)(const void *)b1;
+        acc = k4_fold(acc, _mm_cvtsi128_si32(r), _mm_extract_epi32(r, 2), h0[0], h0[1], y[i].d);
+        if (two) acc = k4_fold(acc, _mm_extract_epi32(r, 1), _mm_extract_epi32(r, 3), h1[0], h1[1], y[i + 1].d);
+    }
+    return acc;
+}
+
+static float dot_q4_k(int64_t k, const void *w, const void *x) {
+    return k4_dot(k, w, sizeof(eng_block_q4_k), offsetof(eng_block_q4_k, qs), -1, x);
 }
 
 static float dot_q5_k(int64_t k, const void *w, const void *x) {
-    const eng_block_q5_k *a = w;
-    const eng_block_q8_k *b = x;
-    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
-    k_acc acc = {_mm256_setzero_ps(), _mm_setzero_ps()};
-    for (int64_t i = 0; i < k / 256; i++) {
-        int16_t sc[8];
-        __m128i mins16;
-        q4k_scales(a[i].scales, sc, &mins16);
-        __m256i sumi = _mm256_setzero_si256();
-        const uint8_t *q = a[i].qs;
-        const int8_t *y = b[i].qs;
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)a[i].qh);
-        for (int c = 0; c < 4; c++, q += 32, y += 64) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)q);
-            const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
-            const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, m4), _mm256_slli_epi16(h0, 4));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), _mm256_slli_epi16(h1, 4));
-            const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y));
-            const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])),
-                                                           _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1]))));
-        }
-        k4_finish(&acc, &b[i], f16(a[i].d), f16(a[i].dmin), sumi, mins16);
-    }
-    return k_result(&acc);
+    return k4_dot(k, w, sizeof(eng_block_q5_k), offsetof(eng_block_q5_k, qs), offsetof(eng_block_q5_k, qh), x);
 }
 
-/* Q6_K: sum over sub-blocks of sc * sum (q6 - 32) * q8 = sc * (sum q6 * q8) - 32 * sc * bsum. */
-static inline void q6k_decode(const eng_block_q6_k *a, __m256i q[8]) {
+/* Q6_K: S - M as 8 lanes, S = sum over sub-blocks of sc * sum q6 * q8 (q6 unsigned, 0..63),
+ * M = 32 * sum sc * bsum. */
+static inline __attribute__((always_inline)) __m256i q6k_block(const eng_block_q6_k *a, const eng_block_q8_k *y) {
     const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
+    /* the 16 scales as int16; pair s of them to every dword, then scale s to the low lane's words
+     * and s + 1 to the high lane's */
+    const __m256i sw = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->scales));
+    const __m256i split = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    __m256i sumi = _mm256_setzero_si256();
     for (int half = 0; half < 2; half++) {
         const uint8_t *ql = a->ql + 64 * half, *qh = a->qh + 32 * half;
         const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
         const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
         const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
-        __m256i *o = q + 4 * half;
-        o[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
-        o[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
-        o[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
-        o[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
+        for (int p = 0; p < 4; p++) {
+            const int s = 8 * half + 2 * p; /* the 32 values of q[p] span sub-blocks s, s + 1 */
+            const __m256i sc16 = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sw, _mm256_set1_epi32(s / 2)), split);
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)(y->qs + 128 * half + 32 * p));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[p], yv), sc16));
+        }
     }
-}
-
-static inline void q6k_block(k_acc *acc, const eng_block_q6_k *a, const __m256i q[8], const __m256i sc16[8],
-                             const __m256i scales_all, const eng_block_q8_k *y) {
-    __m256i sumi = _mm256_setzero_si256();
-    for (int p = 0; p < 8; p++) {
-        const __m256i yv = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * p));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[p], yv), sc16[p]));
-    }
-    /* 32 * sum_s sc_s * bsum_s, as 8 lanes */
-    const __m256i corr = _mm256_madd_epi16(scales_all, _mm256_loadu_si256((const __m256i *)y->bsums));
-    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(corr, 5));
-    acc->acc = _mm256_fmadd_ps(_mm256_set1_ps(y->d * f16(a->d)), _mm256_cvtepi32_ps(sumi), acc->acc);
-}
-
-static inline void q6k_scales(const eng_block_q6_k *a, __m256i sc16[8], __m256i *all) {
-    for (int p = 0; p < 8; p++)
-        sc16[p] = _mm256_set_m128i(_mm_set1_epi16(a->scales[2 * p + 1]), _mm_set1_epi16(a->scales[2 * p]));
-    *all = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->scales));
+    const __m256i corr = _mm256_madd_epi16(sw, _mm256_loadu_si256((const __m256i *)y->bsums));
+    return _mm256_sub_epi32(sumi, _mm256_slli_epi32(corr, 5));
 }
 
 static float dot_q6_k(int64_t k, const void *w, const void *x) {
     const eng_block_q6_k *a = w;
-    const eng_block_q8_k *b = x;
-    k_acc acc = {_mm256_setzero_ps(), _mm_setzero_ps()};
-    for (int64_t i = 0; i < k / 256; i++) {
-        __m256i q[8], sc16[8], all;
-        q6k_decode(&a[i], q);
-        q6k_scales(&a[i], sc16, &all);
-        q6k_block(&acc, &a[i], q, sc16, all, &b[i]);
+    const eng_block_q8_k *y = x;
+    const int64_t nb = k / 256;
+    float acc = 0;
+    for (int64_t i = 0; i < nb; i += 2) {
+        const bool two = i + 1 < nb;
+        const __m256i S1 = two ? q6k_block(&a[i + 1], &y[i + 1]) : _mm256_setzero_si256();
+        const __m128i r = reduce4(q6k_block(&a[i], &y[i]), S1, _mm256_setzero_si256(), _mm256_setzero_si256());
+        acc = fmaf((float)_mm_cvtsi128_si32(r), y[i].d * f16(a[i].d), acc);
+        if (two) acc = fmaf((float)_mm_extract_epi32(r, 1), y[i + 1].d * f16(a[i + 1].d), acc);
     }
-    return k_result(&acc);
-}
-
-static void dot4_q6_k(int64_t k, const void *w, const void *x, size_t xs, float out[4]) {
-    const eng_block_q6_k *a = w;
-    k_acc acc[4];
-    for (int j = 0; j < 4; j++) acc[j] = (k_acc){_mm256_setzero_ps(), _mm_setzero_ps()};
-    for (int64_t i = 0; i < k / 256; i++) {
-        __m256i q[8], sc16[8], all;
-        q6k_decode(&a[i], q);
-        q6k_scales(&a[i], sc16, &all);
-        for (int j = 0; j < 4; j++)
-            q6k_block(&acc[j], &a[i], q, sc16, all, (const eng_block_q8_k *)(const void *)((const uint8_t *)x + j * xs) + i);
-    }
-    for (int j = 0; j < 4; j++) out[j] = k_result(&acc[j]);
+    return acc;
 }
 
 /* ---- one weight row x 4 activation rows ------------------------------------------------- */
@@ -315,9 +262,7 @@ eng_vec_dot4_fn eng_vec_dot4_avx2(int wt);
 eng_vec_dot4_fn eng_vec_dot4_avx2(int wt) {
     switch (wt) {
     case ENG_TYPE_Q8_0: return dot4_q8_0;
-    case ENG_TYPE_Q4_K: return dot4_q4_k;
-    case ENG_TYPE_Q6_K: return dot4_q6_k;
-    default: return NULL;
+    default: return NULL; /* the K-quants: gemm_avx2.c */
     }
 }
 
@@ -333,6 +278,139 @@ eng_vec_dot_fn eng_vec_dot_avx2(int wt) {
     case ENG_TYPE_Q5_K: return dot_q5_k;
     case ENG_TYPE_Q6_K: return dot_q6_k;
     default: return NULL;
+    }
+}
+
+/* ---- activations ------------------------------------------------------------------------- */
+
+/* Q8_K exactly as the reference (quant_ref.c): the first element of largest magnitude sets
+ * the scale, values round half to even (the default MXCSR mode, as lrintf), bsums per 16. */
+void eng_quantize_q8_k_avx2(const float *x, void *y, int64_t n);
+void eng_quantize_q8_k_avx2(const float *x, void *y, int64_t n) {
+    eng_block_q8_k *b = y;
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        __m256 amax = _mm256_setzero_ps();
+        for (int j = 0; j < 256; j += 8) amax = _mm256_max_ps(amax, _mm256_and_ps(_mm256_loadu_ps(x + j), sign));
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        const float am = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+        if (am == 0.0f) {
+            memset(&b[i], 0, sizeof(b[i]));
+            continue;
+        }
+        float max = 0.0f;
+        for (int j = 0; j < 256; j += 8) {
+            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), sign), _mm256_set1_ps(am), _CMP_EQ_OQ));
+            if (hit) {
+                max = x[j + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 is = _mm256_set1_ps(iscale);
+        const __m256i top = _mm256_set1_epi32(127);
+        for (int g = 0; g < 16; g++) {
+            const __m256i v0 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 16 * g))), top);
+            const __m256i v1 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 16 * g + 8))), top);
+            const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(v0, v1), 0xD8); /* 16 values in order */
+            _mm_storeu_si128((__m128i *)(b[i].qs + 16 * g), _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1)));
+            const __m256i s8 = _mm256_add_epi32(v0, v1);
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+            b[i].bsums[g] = (int16_t)_mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1)));
+        }
+        b[i].d = 1.0f / iscale;
+    }
+}
+
+/* ---- exp-based elementwise ops ------------------------------------------------------------ */
+
+/* e^x as kernels_avx512.c's exp512 computes it (Cephes' expf: x = n ln2 + r, degree-6
+ * polynomial, within 2 ulp); 2^n applied as two exact powers of two, 2^(n/2) 2^(n - n/2), so the
+ * result rounds once, into the subnormals as vscalefps would, and overflows to infinity. */
+static inline __m256 exp256(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(104.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+/* lanes < left (all from 8 on) */
+static inline __m256i tail8(int64_t left) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(left > 8 ? 8 : (int)left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+void eng_softmax_avx2(float *s, int n, float scale);
+void eng_softmax_avx2(float *s, int n, float scale) {
+    const __m256 sv = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
+    __m256 mx = ninf;
+    for (int p = 0; p < n; p += 8) {
+        const __m256i m = tail8(n - p);
+        const __m256 v = _mm256_mul_ps(_mm256_maskload_ps(s + p, m), sv);
+        _mm256_maskstore_ps(s + p, m, v);
+        mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, v, _mm256_castsi256_ps(m)));
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    const __m256 mv = _mm256_set1_ps(_mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h))));
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    for (int p = 0; p < n; p += 8) {
+        const __m256i m = tail8(n - p);
+        const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(s + p, m), mv)), _mm256_castsi256_ps(m));
+        _mm256_maskstore_ps(s + p, m, e);
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    const __m256d a = _mm256_add_pd(a0, a1);
+    const __m128d a2 = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / _mm_cvtsd_f64(_mm_add_sd(a2, _mm_unpackhi_pd(a2, a2)))));
+    for (int p = 0; p < n; p += 8) {
+        const __m256i m = tail8(n - p);
+        _mm256_maskstore_ps(s + p, m, _mm256_mul_ps(_mm256_maskload_ps(s + p, m), inv));
+    }
+}
+
+/* x / (1 + e^-x) */
+static inline __m256 silu8(__m256 x) {
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp256(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+void eng_swiglu_avx2(const float *g, const float *u, float *out, int64_t n);
+void eng_swiglu_avx2(const float *g, const float *u, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8) {
+        const __m256i m = tail8(n - i);
+        _mm256_maskstore_ps(out + i, m, _mm256_mul_ps(silu8(_mm256_maskload_ps(g + i, m)), _mm256_maskload_ps(u + i, m)));
+    }
+}
+
+void eng_silu_avx2(const float *x, float *out, int64_t n);
+void eng_silu_avx2(const float *x, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8) {
+        const __m256i m = tail8(n - i);
+        _mm256_maskstore_ps(out + i, m, silu8(_mm256_maskload_ps(x + i, m)));
+    }
+}
+
+void eng_mul_sigmoid_avx2(float *x, const float *g, int64_t n);
+void eng_mul_sigmoid_avx2(float *x, const float *g, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 8) {
+        const __m256i m = tail8(n - i);
+        const __m256 sg = _mm256_div_ps(one, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_maskload_ps(g + i, m)))));
+        _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), sg));
     }
 }
 

@@ -13,10 +13,11 @@
 #include "platform.h"
 #include "quant.h"
 
-static bool g_force_scalar, g_no_amx;
+static bool g_force_scalar, g_no_amx, g_no_avx512;
 
 void eng_cpu_force_scalar(bool on) { g_force_scalar = on; }
 void eng_cpu_disable_amx(bool on) { g_no_amx = on; }
+void eng_cpu_disable_avx512(bool on) { g_no_avx512 = on; }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -33,6 +34,8 @@ void eng_kv_axpy_f16_avx2(float *acc, float w, const void *v, int n);
 void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n);
 void eng_delta_chunk_avx2(int c, const float *const *q, const float *const *k, const float *const *v,
                           const float *beta, const float *g, float *St, int dk, int dv, float *O, float *ws);
+eng_gemm_fn eng_gemm_avx2(int weight_type);
+size_t eng_gemm_ws_avx2(int64_t k, int n_tok);
 eng_vec_dot_fn eng_vec_dot_avx512(int weight_type);
 eng_gemm_fn eng_gemm_avx512(int weight_type);
 eng_gemm_prep_fn eng_gemm_prep_avx512(int weight_type);
@@ -40,6 +43,10 @@ size_t eng_gemm_ws_avx512(int64_t k);
 void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
 void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
 void eng_softmax_avx512(float *s, int n, float scale);
+void eng_softmax_avx2(float *s, int n, float scale);
+void eng_swiglu_avx2(const float *g, const float *u, float *out, int64_t n);
+void eng_mul_sigmoid_avx2(float *x, const float *g, int64_t n);
+void eng_silu_avx2(const float *x, float *out, int64_t n);
 void eng_swiglu_avx512(const float *g, const float *u, float *out, int64_t n);
 void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n);
 void eng_silu_avx512(const float *x, float *out, int64_t n);
@@ -62,13 +69,14 @@ static bool have_avx2(void) {
 }
 /* AVX-512 F/BW/VL/DQ + VNNI (Ice Lake, Sapphire Rapids, Zen 4 and later); the OS must save
  * the zmm state, which __builtin_cpu_supports checks through XGETBV. */
-static bool have_avx512(void) {
+static bool cpu_avx512(void) {
     if (g_avx512 < 0)
         g_avx512 = have_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                    __builtin_cpu_supports("avx512vnni");
     return g_avx512;
 }
+static bool have_avx512(void) { return cpu_avx512() && !g_no_avx512; }
 /* AMX-TILE + AMX-INT8 (CPUID 7.0 EDX bits 24, 25) with AVX-512 VBMI (ECX bit 1; every AMX CPU
  * has it, the AMX kernels permute bytes with it), the OS saving the tile state (XCR0 bits 17-18),
  * and the OS's permission for this process to use it; DOCPIPE_NO_AMX=1 opts out. */
@@ -76,7 +84,7 @@ static bool have_amx(void) {
 #ifdef DP_HAVE_AMX_BUILD
     if (g_amx < 0) {
         unsigned a, b, c, d;
-        bool ok = have_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25)) && (c & (1u << 1));
+        bool ok = cpu_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25)) && (c & (1u << 1));
         if (ok) {
             unsigned lo, hi;
             __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
@@ -88,7 +96,7 @@ static bool have_amx(void) {
         if (ok) eng_amx_init();
         g_amx = ok;
     }
-    return g_amx && !g_no_amx && !g_force_scalar;
+    return g_amx && !g_no_amx && !g_no_avx512 && !g_force_scalar;
 #else
     (void)g_amx;
     return false;
@@ -123,7 +131,7 @@ eng_vec_dot4_fn eng_vec_dot4_best(int wt) {
 #ifdef DP_HAVE_X86
     /* where a type has an AVX-512 dot, only the GEMM matches it bit for bit */
     if (!g_force_scalar && have_avx512() && eng_vec_dot_avx512(wt)) return NULL;
-    if (!g_force_scalar && have_avx2()) return eng_vec_dot4_avx2(wt);
+    if (!g_force_scalar && have_avx2()) return eng_gemm_avx2(wt) ? NULL : eng_vec_dot4_avx2(wt);
 #endif
     (void)wt;
     return NULL;
@@ -132,12 +140,17 @@ eng_vec_dot4_fn eng_vec_dot4_best(int wt) {
 void eng_act_quantize_ref(int act_type, const float *x, void *y, int64_t k);
 #ifdef DP_HAVE_X86
 void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n);
+void eng_quantize_q8_k_avx2(const float *x, void *y, int64_t n);
 #endif
 
 void eng_act_quantize(int act_type, const float *x, void *y, int64_t k) {
 #ifdef DP_HAVE_X86
     if (act_type == ENG_TYPE_Q8_K && !g_force_scalar && have_avx512()) {
         eng_quantize_q8_k_avx512(x, y, k);
+        return;
+    }
+    if (act_type == ENG_TYPE_Q8_K && !g_force_scalar && have_avx2()) {
+        eng_quantize_q8_k_avx2(x, y, k);
         return;
     }
 #endif
@@ -150,6 +163,7 @@ eng_gemm_fn eng_gemm_best(int wt) {
     if (have_amx() && eng_gemm_amx(wt)) return eng_gemm_amx(wt);
 #endif
     if (!g_force_scalar && have_avx512()) return eng_gemm_avx512(wt);
+    if (!g_force_scalar && have_avx2()) return eng_gemm_avx2(wt);
 #endif
     (void)wt;
     return NULL;
@@ -166,6 +180,7 @@ eng_gemm_prep_fn eng_gemm_prep_best(int wt) {
 size_t eng_gemm_ws_size(int64_t k, int n_tok) {
 #ifdef DP_HAVE_X86
     size_t n = eng_gemm_ws_avx512(k);
+    if (eng_gemm_ws_avx2(k, n_tok) > n) n = eng_gemm_ws_avx2(k, n_tok);
 #ifdef DP_HAVE_AMX_BUILD
     if (have_amx() && eng_gemm_ws_amx(k, n_tok) > n) n = eng_gemm_ws_amx(k, n_tok);
 #endif
@@ -304,6 +319,7 @@ void eng_silu_ref(const float *x, float *out, int64_t n);
 eng_softmax_fn eng_softmax_best(bool exact) {
 #ifdef DP_HAVE_X86
     if (!exact && !g_force_scalar && have_avx512()) return eng_softmax_avx512;
+    if (!exact && !g_force_scalar && have_avx2()) return eng_softmax_avx2;
 #endif
     (void)exact;
     return eng_softmax_ref;
@@ -312,6 +328,7 @@ eng_softmax_fn eng_softmax_best(bool exact) {
 eng_swiglu_fn eng_swiglu_best(bool exact) {
 #ifdef DP_HAVE_X86
     if (!exact && !g_force_scalar && have_avx512()) return eng_swiglu_avx512;
+    if (!exact && !g_force_scalar && have_avx2()) return eng_swiglu_avx2;
 #endif
     (void)exact;
     return eng_swiglu_ref;
@@ -320,6 +337,7 @@ eng_swiglu_fn eng_swiglu_best(bool exact) {
 eng_silu_fn eng_silu_best(bool exact) {
 #ifdef DP_HAVE_X86
     if (!exact && !g_force_scalar && have_avx512()) return eng_silu_avx512;
+    if (!exact && !g_force_scalar && have_avx2()) return eng_silu_avx2;
 #endif
     (void)exact;
     return eng_silu_ref;
@@ -328,6 +346,7 @@ eng_silu_fn eng_silu_best(bool exact) {
 eng_mul_sigmoid_fn eng_mul_sigmoid_best(bool exact) {
 #ifdef DP_HAVE_X86
     if (!exact && !g_force_scalar && have_avx512()) return eng_mul_sigmoid_avx512;
+    if (!exact && !g_force_scalar && have_avx2()) return eng_mul_sigmoid_avx2;
 #endif
     (void)exact;
     return eng_mul_sigmoid_ref;

@@ -180,12 +180,18 @@ static void test_gemm_matches_single_row_kernel_bit_for_bit(void **state) {
         print_message("  and %d with AMX disabled (%s)\n", tested, eng_cpu_kernel_name());
         eng_cpu_disable_amx(false);
     }
+    /* the AVX2 GEMM and dots too, on machines that would otherwise run AVX-512 */
+    if (strncmp(eng_cpu_kernel_name(), "avx512", 6) == 0) {
+        eng_cpu_disable_avx512(true);
+        tested = gemm_bit_identity();
+        print_message("  and %d with AVX-512 disabled (%s)\n", tested, eng_cpu_kernel_name());
+        eng_cpu_disable_avx512(false);
+    }
 }
 
-/* The SIMD activation quantizer writes the reference's bytes: ties, repeated maxima of both
- * signs, zeros. */
-static void test_q8_k_activation_quantizer_matches_reference(void **state) {
-    (void)state;
+/* The SIMD activation quantizers write the reference's bytes: ties, repeated maxima of both
+ * signs, zeros (pass 1: the AVX2 one on machines that would otherwise run AVX-512). */
+static void q8_k_quantizer_check(void) {
     const int64_t K = 1024;
     float x[1024];
     eng_block_q8_k fast[4], ref[4];
@@ -204,6 +210,15 @@ static void test_q8_k_activation_quantizer_matches_reference(void **state) {
             if (memcmp(&fast[b], &ref[b], sizeof(fast[b])) != 0)
                 fail_msg("trial %d block %d: Q8_K activation bytes differ from the reference", trial, b);
     }
+}
+
+static void test_q8_k_activation_quantizer_matches_reference(void **state) {
+    (void)state;
+    for (int pass = 0; pass < 2; pass++) {
+        eng_cpu_disable_avx512(pass == 1);
+        q8_k_quantizer_check();
+    }
+    eng_cpu_disable_avx512(false);
 }
 
 /* RoPE as model-spec 4.3 states it, in double: NORMAL pairs (2i, 2i+1) with Llama 3.1 frequency
@@ -270,13 +285,10 @@ static void task(void *arg, int ith, int nth) {
     }
 }
 
-/* Grouped-query attention loops (F16 and F32 caches): close to the exact path, and per head the
- * same bits whatever the group size or the split of the rows into calls. */
 /* The fast softmax, SwiGLU and sigmoid gate (polynomial exp) stay within a few ulp of the libm
  * references, over odd lengths, extreme inputs and a -inf score, and give the same bits on a
  * second call (they must be deterministic for batch invariance). */
-static void test_exp_ops_match_reference(void **state) {
-    (void)state;
+static void exp_ops_check(void) {
     const eng_softmax_fn sm = eng_softmax_best(false), sm_ref = eng_softmax_best(true);
     const eng_swiglu_fn sw = eng_swiglu_best(false), sw_ref = eng_swiglu_best(true);
     const eng_mul_sigmoid_fn ms = eng_mul_sigmoid_best(false), ms_ref = eng_mul_sigmoid_best(true);
@@ -326,6 +338,18 @@ static void test_exp_ops_match_reference(void **state) {
     }
 }
 
+/* pass 1: the AVX2 ops on machines that would otherwise run AVX-512 */
+static void test_exp_ops_match_reference(void **state) {
+    (void)state;
+    for (int pass = 0; pass < 2; pass++) {
+        eng_cpu_disable_avx512(pass == 1);
+        exp_ops_check();
+    }
+    eng_cpu_disable_avx512(false);
+}
+
+/* Grouped-query attention loops (F16 and F32 caches): close to the exact path, and per head the
+ * same bits whatever the group size or the split of the rows into calls. */
 static void test_grouped_attention_loops(void **state) {
     (void)state;
     const int hds[] = {128, 80, 64, 24};
