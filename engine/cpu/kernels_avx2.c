@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdalign.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -533,4 +534,115 @@ void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n) {
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vw, _mm256_loadu_ps(x + i), _mm256_loadu_ps(acc + i)));
     for (; i < n; i++) acc[i] += w * x[i];
+}
+
+/* ---- attention over an F16 cache, query heads grouped per KV head -------------------------- */
+
+/* Each cached row is converted once for up to 4 query heads (the group of a KV head in Qwen3 and
+ * Qwen3.5). Per (head, row) the arithmetic does not depend on how many heads or rows a call gets:
+ * scores are 8-lane fma sums over the head dimension reduced by one fixed tree, mixes add the
+ * rows in order per element. */
+#define KV_CHUNK 32 /* rows per pass over the heads: 8 KB of F16 K or V, in L1 */
+
+/* up to 4 heads (gn) against 2 rows (np 1: the second row's lanes are dropped) */
+static inline __attribute__((always_inline)) void dots_4x2(const float *q, size_t lq, int gn, const uint8_t *k, size_t kst,
+                                                           int np, int hd, float *s, size_t ls) {
+    __m256 acc[4][2];
+    for (int g = 0; g < 4; g++) acc[g][0] = acc[g][1] = _mm256_setzero_ps();
+    const uint8_t *k1 = np > 1 ? k + kst : k;
+    for (int d = 0; d < hd; d += 8) {
+        const __m256 kv0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(k + 2 * (size_t)d)));
+        const __m256 kv1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(k1 + 2 * (size_t)d)));
+        for (int g = 0; g < gn; g++) {
+            const __m256 qv = _mm256_loadu_ps(q + (size_t)g * lq + d);
+            acc[g][0] = _mm256_fmadd_ps(qv, kv0, acc[g][0]);
+            acc[g][1] = _mm256_fmadd_ps(qv, kv1, acc[g][1]);
+        }
+    }
+    /* hadd pairs lanes of one accumulator only: [g0 r0, g0 r1, g1 r0, g1 r1] and the same for g2, g3 */
+    const __m256 h01 = _mm256_hadd_ps(_mm256_hadd_ps(acc[0][0], acc[0][1]), _mm256_hadd_ps(acc[1][0], acc[1][1]));
+    const __m256 h23 = _mm256_hadd_ps(_mm256_hadd_ps(acc[2][0], acc[2][1]), _mm256_hadd_ps(acc[3][0], acc[3][1]));
+    alignas(16) float r[8];
+    _mm_store_ps(r, _mm_add_ps(_mm256_castps256_ps128(h01), _mm256_extractf128_ps(h01, 1)));
+    _mm_store_ps(r + 4, _mm_add_ps(_mm256_castps256_ps128(h23), _mm256_extractf128_ps(h23, 1)));
+    for (int g = 0; g < gn; g++)
+        for (int j = 0; j < np; j++) s[(size_t)g * ls + j] = r[2 * g + j];
+}
+
+void eng_kv_dots_f16_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
+void eng_kv_dots_f16_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
+    const uint8_t *kb = k;
+    if (hd % 8) { /* not a model shape seen so far */
+        for (int g = 0; g < G; g++)
+            for (int p = 0; p < n; p++) s[(size_t)g * ls + p] = eng_kv_dot_f16_avx2(q + (size_t)g * lq, kb + (size_t)p * kst, hd);
+        return;
+    }
+    for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
+        const int p1 = n - p0 < KV_CHUNK ? n : p0 + KV_CHUNK;
+        for (int g0 = 0; g0 < G; g0 += 4) {
+            const int gn = G - g0 < 4 ? G - g0 : 4;
+            for (int p = p0; p < p1; p += 2) {
+                const int np = p1 - p < 2 ? 1 : 2;
+                const float *qg = q + (size_t)g0 * lq;
+                float *sg = s + (size_t)g0 * ls + p;
+                switch (gn) { /* specialized so the accumulators stay in registers */
+                case 1: dots_4x2(qg, lq, 1, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
+                case 2: dots_4x2(qg, lq, 2, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
+                case 3: dots_4x2(qg, lq, 3, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
+                default: dots_4x2(qg, lq, 4, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
+                }
+            }
+        }
+    }
+}
+
+/* acc_g[0..16) += sum_p w_g[p] v_p[0..16) for up to 4 heads, rows in order */
+static inline __attribute__((always_inline)) void mix_4x16(float *acc, size_t la, int gn, const float *w, size_t lw,
+                                                           const uint8_t *v, size_t vst, int n) {
+    __m256 a[4][2];
+    for (int g = 0; g < gn; g++) {
+        a[g][0] = _mm256_loadu_ps(acc + (size_t)g * la);
+        a[g][1] = _mm256_loadu_ps(acc + (size_t)g * la + 8);
+    }
+    for (int p = 0; p < n; p++) {
+        const uint8_t *r = v + (size_t)p * vst;
+        const __m256 v0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)r));
+        const __m256 v1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(r + 16)));
+        for (int g = 0; g < gn; g++) {
+            const __m256 wv = _mm256_broadcast_ss(w + (size_t)g * lw + p);
+            a[g][0] = _mm256_fmadd_ps(wv, v0, a[g][0]);
+            a[g][1] = _mm256_fmadd_ps(wv, v1, a[g][1]);
+        }
+    }
+    for (int g = 0; g < gn; g++) {
+        _mm256_storeu_ps(acc + (size_t)g * la, a[g][0]);
+        _mm256_storeu_ps(acc + (size_t)g * la + 8, a[g][1]);
+    }
+}
+
+void eng_kv_mix_f16_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
+void eng_kv_mix_f16_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
+    const uint8_t *vb = v;
+    if (hd % 16) {
+        for (int g = 0; g < G; g++)
+            for (int p = 0; p < n; p++) eng_kv_axpy_f16_avx2(acc + (size_t)g * la, w[(size_t)g * lw + p], vb + (size_t)p * vst, hd);
+        return;
+    }
+    for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
+        const int np = n - p0 < KV_CHUNK ? n - p0 : KV_CHUNK;
+        for (int g0 = 0; g0 < G; g0 += 4) {
+            const int gn = G - g0 < 4 ? G - g0 : 4;
+            for (int d0 = 0; d0 < hd; d0 += 16) {
+                float *ag = acc + (size_t)g0 * la + d0;
+                const float *wg = w + (size_t)g0 * lw + p0;
+                const uint8_t *vd = vb + 2 * (size_t)d0 + (size_t)p0 * vst;
+                switch (gn) {
+                case 1: mix_4x16(ag, la, 1, wg, lw, vd, vst, np); break;
+                case 2: mix_4x16(ag, la, 2, wg, lw, vd, vst, np); break;
+                case 3: mix_4x16(ag, la, 3, wg, lw, vd, vst, np); break;
+                default: mix_4x16(ag, la, 4, wg, lw, vd, vst, np); break;
+                }
+            }
+        }
+    }
 }

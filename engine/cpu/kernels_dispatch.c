@@ -44,6 +44,8 @@ void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, siz
 void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
 void eng_softmax_avx512(float *s, int n, float scale);
 void eng_softmax_avx2(float *s, int n, float scale);
+void eng_kv_dots_f16_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
+void eng_kv_mix_f16_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
 void eng_swiglu_avx2(const float *g, const float *u, float *out, int64_t n);
 void eng_mul_sigmoid_avx2(float *x, const float *g, int64_t n);
 void eng_silu_avx2(const float *x, float *out, int64_t n);
@@ -233,7 +235,7 @@ eng_kv_axpy_rows_fn eng_kv_axpy_rows_best(int kv_type, bool exact) {
     return kv_type == ENG_TYPE_F16 ? axpy_rows_f16_ref : axpy_rows_f32_ref;
 }
 
-/* Grouped attention loops: AVX-512 for F16 caches; elsewhere one head at a time through the
+/* Grouped attention loops: AVX-512 or AVX2 for F16 caches; elsewhere one head at a time through the
  * one-head kernels (the exact path keeps the scalar reference). */
 
 static void kv_dots_generic(bool exact, int kv_type, const float *q, size_t lq, int G, const void *k, size_t kst, int n,
@@ -268,6 +270,7 @@ eng_kv_dots_fn eng_kv_dots_best(int kv_type, bool exact) {
     const int f = kv_type == ENG_TYPE_F16;
 #ifdef DP_HAVE_X86
     if (!exact && f && !g_force_scalar && have_avx512()) return eng_kv_dots_f16_avx512;
+    if (!exact && f && !g_force_scalar && have_avx2()) return eng_kv_dots_f16_avx2;
 #endif
     return exact ? (f ? kv_dots_f16_exact : kv_dots_f32_exact) : (f ? kv_dots_f16 : kv_dots_f32);
 }
@@ -276,6 +279,7 @@ eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact) {
     const int f = kv_type == ENG_TYPE_F16;
 #ifdef DP_HAVE_X86
     if (!exact && f && !g_force_scalar && have_avx512()) return eng_kv_mix_f16_avx512;
+    if (!exact && f && !g_force_scalar && have_avx2()) return eng_kv_mix_f16_avx2;
 #endif
     return exact ? (f ? kv_mix_f16_exact : kv_mix_f32_exact) : (f ? kv_mix_f16 : kv_mix_f32);
 }

@@ -350,8 +350,7 @@ static void test_exp_ops_match_reference(void **state) {
 
 /* Grouped-query attention loops (F16 and F32 caches): close to the exact path, and per head the
  * same bits whatever the group size or the split of the rows into calls. */
-static void test_grouped_attention_loops(void **state) {
-    (void)state;
+static void grouped_attention_check(void) {
     const int hds[] = {128, 80, 64, 24};
     const int types[] = {ENG_TYPE_F16, ENG_TYPE_F32};
     enum { NMAX = 37, GMAX = 6, HMAX = 128 };
@@ -410,6 +409,16 @@ static void test_grouped_attention_loops(void **state) {
                     fail_msg("hd %d G %d: the widened kernels differ from the F16 ones", hd, G);
             }
         }
+}
+
+/* pass 1: the AVX2 loops on machines that would otherwise run AVX-512 */
+static void test_grouped_attention_loops(void **state) {
+    (void)state;
+    for (int pass = 0; pass < 2; pass++) {
+        eng_cpu_disable_avx512(pass == 1);
+        grouped_attention_check();
+    }
+    eng_cpu_disable_avx512(false);
 }
 
 /* The delta rule's one-token step, the fast kernel against the reference over several steps (the
