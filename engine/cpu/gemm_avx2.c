@@ -202,10 +202,11 @@ static inline __attribute__((always_inline)) void block_tokens(int kind, int NT,
                 M[1] = _mm256_add_epi32(M[1], _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(const void *)(mp + 16 * j + 8)), bp));
             }
         } else { /* the 32-value sums (pairs of 16-value bsums) against the mins */
-            const __m128i b32 = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xb[t]->bsums),
-                                               _mm_loadu_si128((const __m128i *)(xb[t]->bsums + 8)));
+            alignas(16) int32_t b32[4];
+            _mm_store_si128((__m128i *)(void *)b32, _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xb[t]->bsums),
+                                                                   _mm_loadu_si128((const __m128i *)(xb[t]->bsums + 8))));
             for (int i = 0; i < 4; i++) {
-                const __m256i bp = _mm256_broadcastd_epi32(i == 0 ? b32 : i == 1 ? _mm_srli_si128(b32, 4) : i == 2 ? _mm_srli_si128(b32, 8) : _mm_srli_si128(b32, 12));
+                const __m256i bp = _mm256_set1_epi32(b32[i]);
                 M[0] = _mm256_add_epi32(M[0], _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(const void *)(mp + 16 * i)), bp));
                 M[1] = _mm256_add_epi32(M[1], _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(const void *)(mp + 16 * i + 8)), bp));
             }
