@@ -133,7 +133,7 @@ eng_vec_dot4_fn eng_vec_dot4_best(int wt) {
 #ifdef DP_HAVE_X86
     /* where a type has an AVX-512 dot, only the GEMM matches it bit for bit */
     if (!g_force_scalar && have_avx512() && eng_vec_dot_avx512(wt)) return NULL;
-    if (!g_force_scalar && have_avx2()) return eng_gemm_avx2(wt) ? NULL : eng_vec_dot4_avx2(wt);
+    if (!g_force_scalar && have_avx2()) return eng_vec_dot4_avx2(wt); /* (NULL for the types of its GEMM) */
 #endif
     (void)wt;
     return NULL;

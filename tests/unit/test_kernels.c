@@ -189,8 +189,18 @@ static void test_gemm_matches_single_row_kernel_bit_for_bit(void **state) {
     }
 }
 
+/* Runs a check with the kernels this CPU picks, then again with AVX-512 disabled, so that
+ * AVX-512 machines test the AVX2 kernels too. */
+static void with_avx2_too(void (*check)(void)) {
+    for (int pass = 0; pass < 2; pass++) {
+        eng_cpu_disable_avx512(pass == 1);
+        check();
+    }
+    eng_cpu_disable_avx512(false);
+}
+
 /* The SIMD activation quantizers write the reference's bytes: ties, repeated maxima of both
- * signs, zeros (pass 1: the AVX2 one on machines that would otherwise run AVX-512). */
+ * signs, zeros. */
 static void q8_k_quantizer_check(void) {
     const int64_t K = 1024;
     float x[1024];
@@ -214,11 +224,7 @@ static void q8_k_quantizer_check(void) {
 
 static void test_q8_k_activation_quantizer_matches_reference(void **state) {
     (void)state;
-    for (int pass = 0; pass < 2; pass++) {
-        eng_cpu_disable_avx512(pass == 1);
-        q8_k_quantizer_check();
-    }
-    eng_cpu_disable_avx512(false);
+    with_avx2_too(q8_k_quantizer_check);
 }
 
 /* RoPE as model-spec 4.3 states it, in double: NORMAL pairs (2i, 2i+1) with Llama 3.1 frequency
@@ -338,14 +344,9 @@ static void exp_ops_check(void) {
     }
 }
 
-/* pass 1: the AVX2 ops on machines that would otherwise run AVX-512 */
 static void test_exp_ops_match_reference(void **state) {
     (void)state;
-    for (int pass = 0; pass < 2; pass++) {
-        eng_cpu_disable_avx512(pass == 1);
-        exp_ops_check();
-    }
-    eng_cpu_disable_avx512(false);
+    with_avx2_too(exp_ops_check);
 }
 
 /* Grouped-query attention loops (F16 and F32 caches): close to the exact path, and per head the
@@ -411,14 +412,9 @@ static void grouped_attention_check(void) {
         }
 }
 
-/* pass 1: the AVX2 loops on machines that would otherwise run AVX-512 */
 static void test_grouped_attention_loops(void **state) {
     (void)state;
-    for (int pass = 0; pass < 2; pass++) {
-        eng_cpu_disable_avx512(pass == 1);
-        grouped_attention_check();
-    }
-    eng_cpu_disable_avx512(false);
+    with_avx2_too(grouped_attention_check);
 }
 
 /* The delta rule's one-token step, the fast kernel against the reference over several steps (the
@@ -454,14 +450,9 @@ static void delta_step_check(void) {
     }
 }
 
-/* pass 1: the AVX2 kernel on machines that would otherwise run AVX-512 */
 static void test_delta_step_matches_reference(void **state) {
     (void)state;
-    for (int pass = 0; pass < 2; pass++) {
-        eng_cpu_disable_avx512(pass == 1);
-        delta_step_check();
-    }
-    eng_cpu_disable_avx512(false);
+    with_avx2_too(delta_step_check);
 }
 
 static void test_thread_pool_runs_every_slice_once(void **state) {
