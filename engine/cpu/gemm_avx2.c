@@ -19,8 +19,13 @@
  *   result is the same bits whichever kernel ran, so batch invariance holds.
  * - Loop order per tile: blocks outer, tokens inner, so a block's 5 KB of unpacked weights stay
  *   in L1 while every token passes over them; the tile's float accumulators live in the scratch.
+ *   Each block is unpacked right before its tokens run, and the next block's rows are prefetched
+ *   into L1 meanwhile: the unpacking's loads were a quarter of the time at 16 tokens, mostly
+ *   waiting on L2.
+ * - Tokens four at a time: each weight vector loaded serves four tokens (8 int16 accumulators;
+ *   the int32 sums then live in L1), measured 3-7% faster than two at 16 tokens.
  *
- * Scratch (ws, eng_gemm_ws_avx2 bytes): the unpacked tile (nb blocks) and n_tok x 16 floats.
+ * Scratch (ws, eng_gemm_ws_avx2 bytes): one unpacked block and n_tok x 16 floats.
  */
 #include <immintrin.h>
 #include <stdalign.h>
@@ -45,7 +50,8 @@ enum { KQ4, KQ5, KQ6 };
 
 size_t eng_gemm_ws_avx2(int64_t k, int n_tok);
 size_t eng_gemm_ws_avx2(int64_t k, int n_tok) {
-    return 64 + (size_t)(k / 256) * TB_BYTES(16) + (size_t)n_tok * ROWS * sizeof(float);
+    (void)k;
+    return 64 + TB_BYTES(16) + (size_t)n_tok * ROWS * sizeof(float);
 }
 
 static inline int32_t load_i32(const void *p) {
@@ -159,20 +165,20 @@ static inline __attribute__((always_inline)) void unpack_block(int kind, const u
     }
 }
 
-/* Tokens t0 .. t0 + NT - 1 (NT = 1 or 2) against block o: facc[t][16] += the block's terms. */
+/* Tokens t0 .. t0 + NT - 1 (NT = 1 .. 4) against block o: facc[t][16] += the block's terms. */
 static inline __attribute__((always_inline)) void block_tokens(int kind, int NT, const uint8_t *o,
-                                                               const eng_block_q8_k *const xb[2], float *facc) {
+                                                               const eng_block_q8_k *const xb[4], float *facc) {
     const int nsub = kind == KQ6 ? 16 : 8, cps = 64 / nsub; /* column groups per sub-block */
     const int span = kind == KQ4 ? 8 : kind == KQ5 ? 4 : 2; /* groups summed as int16 */
     const uint32_t *sc = (const uint32_t *)(const void *)(o + TB_Q), *mp = sc + 16 * nsub;
     const float *d = (const float *)(const void *)(mp + 16 * 8), *dm = d + 16;
-    __m256i S[2][2];
+    __m256i S[4][2];
     for (int t = 0; t < NT; t++) S[t][0] = S[t][1] = _mm256_setzero_si256();
     for (int s = 0; s < nsub; s++) {
         const __m256i sc0 = _mm256_load_si256((const __m256i *)(const void *)(sc + 16 * s));
         const __m256i sc1 = _mm256_load_si256((const __m256i *)(const void *)(sc + 16 * s + 8));
         for (int g0 = 0; g0 < cps; g0 += span) {
-            __m256i a[2][2];
+            __m256i a[4][2];
             for (int t = 0; t < NT; t++) a[t][0] = a[t][1] = _mm256_setzero_si256();
             for (int g = g0; g < g0 + span; g++) {
                 const int col = s * cps + g;
@@ -227,6 +233,11 @@ static inline __attribute__((always_inline)) void block_tokens(int kind, int NT,
     }
 }
 
+/* Block b of token t's activation row. */
+static inline const eng_block_q8_k *xrow(const void *x, size_t xs, int t, int64_t b) {
+    return (const eng_block_q8_k *)(const void *)((const uint8_t *)x + (size_t)t * xs) + b;
+}
+
 static inline __attribute__((always_inline)) void gemm_k(int kind, int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1,
                                                          const void *x, size_t xs, int n_tok, float *y, int ldy, void *ws) {
     static const alignas(64) uint8_t zero_block[256];
@@ -234,15 +245,10 @@ static inline __attribute__((always_inline)) void gemm_k(int kind, int64_t k, co
     const int nsub = kind == KQ6 ? 16 : 8;
     const int64_t nb = k / 256;
     uint8_t *tb = (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-    float *facc = (float *)(void *)(tb + (size_t)nb * TB_BYTES(nsub));
+    float *facc = (float *)(void *)(tb + TB_BYTES(nsub));
     for (int64_t r = r0; r < r1; r += ROWS) {
         const int nr = r1 - r < ROWS ? (int)(r1 - r) : ROWS;
         const uint8_t *wt = (const uint8_t *)w + (size_t)r * rb;
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *rp[ROWS];
-            for (int i = 0; i < ROWS; i++) rp[i] = i < nr ? wt + (size_t)i * rb + (size_t)b * bb : zero_block;
-            unpack_block(kind, rp, tb + (size_t)b * TB_BYTES(nsub));
-        }
         /* the next tile into L2 a slice per block, so DRAM reads overlap the arithmetic */
         const int64_t nx = r1 - r - nr < ROWS ? r1 - r - nr : ROWS;
         const uint8_t *pf = wt + (size_t)nr * rb;
@@ -250,15 +256,26 @@ static inline __attribute__((always_inline)) void gemm_k(int kind, int64_t k, co
         memset(facc, 0, (size_t)n_tok * ROWS * sizeof(float));
         for (int64_t b = 0; b < nb; b++) {
             eng_prefetch_l2(pf + (size_t)b * pfb, pfb);
-            const uint8_t *o = tb + (size_t)b * TB_BYTES(nsub);
+            const uint8_t *rp[ROWS];
+            for (int i = 0; i < ROWS; i++) rp[i] = i < nr ? wt + (size_t)i * rb + (size_t)b * bb : zero_block;
+            const uint8_t *o = tb;
+            unpack_block(kind, rp, tb);
+            if (b + 1 < nb)
+                for (int i = 0; i < nr; i++)
+                    for (size_t l = 0; l < bb + 63; l += 64) _mm_prefetch((const char *)rp[i] + bb + l, _MM_HINT_T0);
             int t = 0;
-            for (; t + 2 <= n_tok; t += 2) {
-                const eng_block_q8_k *xb[2] = {(const eng_block_q8_k *)(const void *)((const uint8_t *)x + (size_t)t * xs) + b,
-                                               (const eng_block_q8_k *)(const void *)((const uint8_t *)x + (size_t)(t + 1) * xs) + b};
+            for (; t + 4 <= n_tok; t += 4) {
+                const eng_block_q8_k *xb[4];
+                for (int j = 0; j < 4; j++) xb[j] = xrow(x, xs, t + j, b);
+                block_tokens(kind, 4, o, xb, facc + (size_t)t * ROWS);
+            }
+            if (t + 2 <= n_tok) {
+                const eng_block_q8_k *xb[4] = {xrow(x, xs, t, b), xrow(x, xs, t + 1, b), NULL, NULL};
                 block_tokens(kind, 2, o, xb, facc + (size_t)t * ROWS);
+                t += 2;
             }
             if (t < n_tok) {
-                const eng_block_q8_k *xb[2] = {(const eng_block_q8_k *)(const void *)((const uint8_t *)x + (size_t)t * xs) + b, NULL};
+                const eng_block_q8_k *xb[4] = {xrow(x, xs, t, b), NULL, NULL, NULL};
                 block_tokens(kind, 1, o, xb, facc + (size_t)t * ROWS);
             }
         }
