@@ -1,15 +1,23 @@
 /*
- * bench_int8_peak.c - this CPU's ceiling for int8 products: 512-bit vpdpbusd (64 multiply-adds)
- * with 12 independent accumulators, one thread, and the tokens/s that ceiling allows a model of
- * MACS multiply-adds per token (argument, in billions; default 3.63: a qwen3-4B-shaped model
- * without its output head, as a prompt of many tokens runs it). It puts `docpipe bench`'s pp
- * figure in proportion: pp / (ceiling x threads) is the share of the machine the GEMM uses.
+ * bench_int8_peak.c - this CPU's ceiling for int8 products, one thread, and the tokens/s that
+ * ceiling allows a model of MACS multiply-adds per token (argument, in billions; default 3.63: a
+ * qwen3-4B-shaped model without its output head, as a prompt of many tokens runs it). It puts
+ * `docpipe bench`'s figures in proportion: pp / (ceiling x threads) is the share of the machine
+ * the GEMM uses.
+ *   - AVX-512 VNNI: 512-bit vpdpbusd (64 multiply-adds) with 12 independent accumulators.
+ *   - AVX2: the inner loop of gemm_avx2.c with nothing around it: per column of 4 values, two
+ *     32-byte weight loads (16 rows) from L1, four broadcast tokens, 8 vpmaddubsw (32
+ *     multiply-adds each) and 8 16-bit adds into 8 chains. What the GEMM reaches beyond this is
+ *     lost to unpacking, scales and the float fold.
  *
  *   tests/bench/bench_int8_peak [GMACS_PER_TOKEN]
  *
- * Not a test: on CPUs without AVX-512 VNNI it says so and exits 0.
+ * Not a test: on CPUs with neither it says so and exits 0.
  */
 #include <immintrin.h>
+#include <stdalign.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -35,19 +43,56 @@ __attribute__((target("avx512f,avx512vnni"))) static double vnni_macs_per_s(void
     return (double)n * 12 * 64 / t;
 }
 
+__attribute__((target("avx2"))) static double avx2_macs_per_s(void) {
+    static alignas(32) uint8_t wbuf[16 * 64];
+    static int32_t xbuf[4][16];
+    for (int i = 0; i < (int)sizeof wbuf; i++) wbuf[i] = (uint8_t)(i * 7 & 15);
+    for (int t = 0; t < 4; t++)
+        for (int c = 0; c < 16; c++) xbuf[t][c] = 0x01020304 * (t + 1);
+    __m256i a[8];
+    for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_si256();
+    const long n = 2000000;
+    const double t0 = now();
+    for (long i = 0; i < n; i++) {
+        const uint8_t *w = wbuf;
+        const int32_t(*x)[16] = xbuf;
+        __asm__("" : "+r"(w), "+r"(x)); /* reload every pass, as the GEMM does */
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; c++) {
+            const __m256i w0 = _mm256_load_si256((const __m256i *)(const void *)(w + 64 * c));
+            const __m256i w1 = _mm256_load_si256((const __m256i *)(const void *)(w + 64 * c + 32));
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++) {
+                const __m256i y = _mm256_set1_epi32(x[t][c]);
+                a[2 * t] = _mm256_add_epi16(a[2 * t], _mm256_maddubs_epi16(w0, y));
+                a[2 * t + 1] = _mm256_add_epi16(a[2 * t + 1], _mm256_maddubs_epi16(w1, y));
+                __asm__("" : "+x"(a[2 * t]), "+x"(a[2 * t + 1]));
+            }
+        }
+    }
+    const double t = now() - t0;
+    __m256i s = a[0];
+    for (int j = 1; j < 8; j++) s = _mm256_add_epi16(s, a[j]);
+    volatile int sink = _mm256_extract_epi32(s, 0);
+    (void)sink;
+    return (double)n * 16 * 8 * 32 / t;
+}
+
 int main(int argc, char **argv) {
     const double gmacs = argc > 1 ? atof(argv[1]) : 3.63;
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512f")) {
-        printf("this CPU has no AVX-512 VNNI\n");
+    const bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512f");
+    if (!vnni && !__builtin_cpu_supports("avx2")) {
+        printf("this CPU has neither AVX-512 VNNI nor AVX2\n");
         return 0;
     }
     double best = 0;
     for (int r = 0; r < 3; r++) {
-        const double v = vnni_macs_per_s();
+        const double v = vnni ? vnni_macs_per_s() : avx2_macs_per_s();
         best = v > best ? v : best;
     }
-    printf("vpdpbusd zmm, 1 thread: %.1f G int8 multiply-adds/s (%.0f GOPS)\n", best / 1e9, 2 * best / 1e9);
+    if (vnni) printf("vpdpbusd zmm, 1 thread: %.1f G int8 multiply-adds/s (%.0f GOPS)\n", best / 1e9, 2 * best / 1e9);
+    else printf("AVX2 GEMM inner loop (vpmaddubsw + vpaddw), 1 thread: %.1f G int8 multiply-adds/s\n", best / 1e9);
     printf("ceiling for %.2f G multiply-adds per token: %.1f tok/s per thread\n", gmacs, best / (gmacs * 1e9));
     return 0;
 }
