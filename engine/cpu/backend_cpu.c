@@ -2,10 +2,12 @@
  * backend_cpu.c - the CPU implementation of backend.h.
  *
  * DESIGN
- * - Every op that is worth it runs as one task on the thread pool; each thread takes a
- *   contiguous slice (weight rows for matmul, (token cluster, KV head) pairs for attention,
- *   value heads for the DeltaNet recurrence), so results do not depend on the thread count:
- *   every output element is computed by one thread in a fixed order.
+ * - Every op that is worth it runs as one task on the thread pool. The threads claim work in
+ *   runs from a shared counter (16-row tiles of weight rows for matmul, (token cluster, KV
+ *   head) pairs for attention, value heads for the DeltaNet recurrence; eng_claim_run), so a
+ *   thread that is held up leaves its share to the others; the small elementwise ops take
+ *   fixed slices. Results depend neither on the thread count nor on who claimed what: every
+ *   output element is computed by one thread in a fixed order, the same whatever the run.
  * - matmul quantizes the activation rows once per call to the weight's vec-dot type
  *   (model-spec 2.5), then streams each weight row once for all tokens of the batch. In exact
  *   mode each weight row is dequantized to f32 and multiplied in f32 instead.
@@ -71,6 +73,7 @@ typedef struct mm_task {
     eng_vec_dot_fn dot;
     eng_vec_dot4_fn dot4; /* (optional) */
     eng_gemm_fn gemm;     /* (optional) */
+    atomic_llong next;    /* the first 16-row tile no thread has claimed */
 } mm_task;
 
 static void mm_quantize(void *arg, int ith, int nth) {
@@ -79,13 +82,19 @@ static void mm_quantize(void *arg, int ith, int nth) {
         eng_act_quantize(m->act, m->x + (size_t)t * m->ldx, m->c->xq + (size_t)t * m->xq_row, m->w->ne0);
 }
 
+/* The fewest tiles a claim takes. A GEMM call has a fixed cost (the AMX GEMM packs the
+ * activations: ~3 us at K = 2560, ~1 % of 8 tiles at 16 tokens); the one-token dots fetch
+ * rows ~16 KB ahead within their run. */
+#define GEMM_RUN 8
+#define DOT_RUN 4
+
 static void mm_rows(void *arg, int ith, int nth) {
     mm_task *m = arg;
     const eng_weight *w = m->w;
     const int64_t N = w->ne1, K = w->ne0;
-    const int64_t r0 = N * ith / nth, r1 = N * (ith + 1) / nth;
     const uint8_t *wd = w->data;
     if (m->c->exact) {
+        const int64_t r0 = N * ith / nth, r1 = N * (ith + 1) / nth;
         float *row = thread_scratch(m->c, ith, (size_t)K);
         if (!row) return;
         for (int64_t r = r0; r < r1; r++) {
@@ -95,42 +104,50 @@ static void mm_rows(void *arg, int ith, int nth) {
         return;
     }
     const uint8_t *xq = m->c->xq;
+    /* Whole 16-row tiles, claimed in runs (eng_claim_run) rather than fixed slices, so a thread
+     * held up does not hold up the step. A row's result does not depend on the run it fell
+     * in, so neither do the bits. */
+    const int64_t tiles = (N + 15) / 16;
+    int64_t t0, n;
     if (m->gemm) {
-        /* whole 16-row tiles per thread: the GEMM decodes a tile once for every token */
-        const int64_t tiles = (N + 15) / 16, t0 = tiles * ith / nth, t1 = tiles * (ith + 1) / nth;
-        const int64_t g0 = t0 * 16, g1 = t1 * 16 < N ? t1 * 16 : N;
-        if (g0 >= g1) return;
-        float *ws = thread_scratch(m->c, ith, eng_gemm_ws_size(K, m->n_tok) / sizeof(float) + 1);
-        if (!ws) return;
-        m->gemm(K, wd, w->row_bytes, g0, g1, xq, m->xq_row, m->n_tok, m->y, m->ldy, ws);
+        /* the GEMM decodes a tile once for every token */
+        float *ws = NULL;
+        while ((n = eng_claim_run(&m->next, tiles, nth, GEMM_RUN, &t0)) > 0) {
+            if (!ws && !(ws = thread_scratch(m->c, ith, eng_gemm_ws_size(K, m->n_tok) / sizeof(float) + 1))) return;
+            const int64_t g1 = (t0 + n) * 16 < N ? (t0 + n) * 16 : N;
+            m->gemm(K, wd, w->row_bytes, t0 * 16, g1, xq, m->xq_row, m->n_tok, m->y, m->ldy, ws);
+        }
         return;
     }
     /* Tiles of 16 rows x all tokens: a tile's weights (~23 KB of Q4_K at K = 2560) stay in L1/L2
      * while every token's activations stream past, four tokens per kernel call. The first pass
-     * over a row fetches the row ~16 KB ahead of it (within this thread's slice) into L2. */
+     * over a row fetches the row ~16 KB ahead of it (within the run) into L2. */
     const int64_t TILE = 16, ahead = (int64_t)((16384 + w->row_bytes - 1) / w->row_bytes);
-    for (int64_t rt = r0; rt < r1; rt += TILE) {
-        const int64_t re = rt + TILE < r1 ? rt + TILE : r1;
-        int t = 0;
-        if (m->dot4)
-            for (; t + 4 <= m->n_tok; t += 4)
+    while ((n = eng_claim_run(&m->next, tiles, nth, DOT_RUN, &t0)) > 0) {
+        const int64_t r0 = t0 * TILE, r1 = (t0 + n) * TILE < N ? (t0 + n) * TILE : N;
+        for (int64_t rt = r0; rt < r1; rt += TILE) {
+            const int64_t re = rt + TILE < r1 ? rt + TILE : r1;
+            int t = 0;
+            if (m->dot4)
+                for (; t + 4 <= m->n_tok; t += 4)
+                    for (int64_t r = rt; r < re; r++) {
+                        if (t == 0 && r + ahead < r1) eng_prefetch_l2(wd + (size_t)(r + ahead) * w->row_bytes, w->row_bytes);
+                        float o[4];
+                        m->dot4(K, wd + (size_t)r * w->row_bytes, xq + (size_t)t * m->xq_row, m->xq_row, o);
+                        for (int j = 0; j < 4; j++) m->y[(size_t)(t + j) * m->ldy + r] = o[j];
+                    }
+            for (; t < m->n_tok; t++)
                 for (int64_t r = rt; r < re; r++) {
                     if (t == 0 && r + ahead < r1) eng_prefetch_l2(wd + (size_t)(r + ahead) * w->row_bytes, w->row_bytes);
-                    float o[4];
-                    m->dot4(K, wd + (size_t)r * w->row_bytes, xq + (size_t)t * m->xq_row, m->xq_row, o);
-                    for (int j = 0; j < 4; j++) m->y[(size_t)(t + j) * m->ldy + r] = o[j];
+                    m->y[(size_t)t * m->ldy + r] = m->dot(K, wd + (size_t)r * w->row_bytes, xq + (size_t)t * m->xq_row);
                 }
-        for (; t < m->n_tok; t++)
-            for (int64_t r = rt; r < re; r++) {
-                if (t == 0 && r + ahead < r1) eng_prefetch_l2(wd + (size_t)(r + ahead) * w->row_bytes, w->row_bytes);
-                m->y[(size_t)t * m->ldy + r] = m->dot(K, wd + (size_t)r * w->row_bytes, xq + (size_t)t * m->xq_row);
-            }
+        }
     }
 }
 
 static void cpu_matmul(eng_backend *be, const eng_weight *w, const float *x, int ldx, int n_tok, float *y, int ldy) {
     cpu_be *c = be->impl;
-    mm_task m = {c, w, x, ldx, n_tok, y, ldy, 0, 0, NULL, NULL, NULL};
+    mm_task m = {c, w, x, ldx, n_tok, y, ldy, 0, 0, NULL, NULL, NULL, 0};
     if (!c->exact) {
         m.act = eng_act_type(w->type);
         m.xq_row = eng_act_row_size(m.act, w->ne0);
@@ -233,6 +250,7 @@ typedef struct attn_task {
     const eng_attn_args *a;
     int cluster; /* tokens per work item */
     int max_pos; /* over the step's tokens */
+    atomic_llong next; /* the first work item no thread has claimed */
 } attn_task;
 
 /* Cache rows of block ib of token t's sequence, from KV head kvh on. */
@@ -283,7 +301,6 @@ static void attn_heads(void *arg, int ith, int nth) {
     const int hd = a->hd, kv_dim = a->n_head_kv * hd, G = a->n_head / a->n_head_kv, B = a->blk_size, CL = at->cluster;
     const int n_cl = (a->n_tok + CL - 1) / CL, max_pos = at->max_pos;
     const int64_t total = (int64_t)n_cl * a->n_head_kv;
-    const int64_t i0 = total * ith / nth, i1 = total * (ith + 1) / nth;
     /* per cluster token: scores [G][max_pos], queries and accumulators [G][hd]; one block's
      * rows widened to floats [B][hd] */
     float *sc = thread_scratch(at->c, ith, (size_t)CL * G * ((size_t)max_pos + 2 * (size_t)hd) + (size_t)B * hd);
@@ -298,7 +315,8 @@ static void attn_heads(void *arg, int ith, int nth) {
     const eng_kv_mix_fn vmix_w = f16 ? eng_kv_mix_widened(at->c->exact) : NULL;
     const eng_softmax_fn softmax = eng_softmax_best(at->c->exact);
     const size_t row = (size_t)kv_dim * (a->kv_type == ENG_TYPE_F32 ? 4 : 2), ls = (size_t)max_pos;
-    for (int64_t i = i0; i < i1; i++) {
+    eng_claim it = ENG_CLAIM(&at->next, total, nth, 1);
+    for (int64_t i; eng_claim_item(&it, &i);) {
         const int cl = (int)(i / a->n_head_kv), kvh = (int)(i % a->n_head_kv);
         const int t0 = cl * CL, m = a->n_tok - t0 < CL ? a->n_tok - t0 : CL;
         int n_blk = 0;
@@ -341,7 +359,7 @@ static void attn_heads(void *arg, int ith, int nth) {
 
 static void cpu_attention(eng_backend *be, const eng_attn_args *a) {
     cpu_be *c = be->impl;
-    attn_task at = {c, a, 1, 0};
+    attn_task at = {c, a, 1, 0, 0};
     for (int t = 0; t < a->n_tok; t++)
         if (a->pos[t] + 1 > at.max_pos) at.max_pos = a->pos[t] + 1;
     /* Clusters of up to 16 tokens, fewer where a thread's scores would pass 4 MB or the threads
@@ -431,6 +449,7 @@ typedef struct dn_task2 {
     cpu_be *c;
     const eng_deltanet_args *a;
     dn_groups g;
+    atomic_llong next; /* the first value head no thread has claimed */
 } dn_task2;
 
 static inline void dn_token(const eng_deltanet_args *a, int t, int h, const float **q, const float **k,
@@ -475,14 +494,14 @@ static void dn_heads(void *arg, int ith, int nth) {
     dn_task2 *d = arg;
     const eng_deltanet_args *a = d->a;
     const int dk = a->dk, dv = a->dv, C = DN_CHUNK;
-    const int h0 = a->n_v * ith / nth, h1 = a->n_v * (ith + 1) / nth;
     const eng_delta_step_fn step = d->c->exact ? eng_delta_step_ref : eng_delta_step_best();
     const eng_delta_chunk_fn chunk = d->c->exact ? eng_delta_chunk_ref : eng_delta_chunk_best();
     const eng_silu_fn silu = eng_silu_best(d->c->exact);
     float *buf = thread_scratch(d->c, ith, (size_t)C * dv + ENG_DELTA_CHUNK_WS(C, dk, dv) + 2 * (size_t)dv);
     if (!buf) return;
     float *tmp = buf + (size_t)C * dv + ENG_DELTA_CHUNK_WS(C, dk, dv) + dv;
-    for (int h = h0; h < h1; h++) {
+    eng_claim it = ENG_CLAIM(&d->next, a->n_v, nth, 1);
+    for (int64_t h; eng_claim_item(&it, &h);) {
         for (int gi = 0; gi < d->g.n_groups; gi++) {
             const int *idx = d->g.order + d->g.start[gi];
             const int n = d->g.start[gi + 1] - d->g.start[gi];
@@ -513,7 +532,7 @@ static void cpu_deltanet(eng_backend *be, const eng_deltanet_args *a) {
     int max_seq = 0;
     for (int t = 0; t < a->n_tok; t++) max_seq = a->seq[t] > max_seq ? a->seq[t] : max_seq;
     const size_t n_cnt = (size_t)max_seq + 2;
-    dn_task2 d2 = {c, a, {NULL, NULL, 0}};
+    dn_task2 d2 = {c, a, {NULL, NULL, 0}, 0};
     int *mem = malloc(sizeof(int) * (2 * (size_t)a->n_tok + 1 + 2 * n_cnt));
     if (!mem) return;
     int *cnt = mem + 2 * (size_t)a->n_tok + 1, *start = cnt + n_cnt; /* after order[n_tok], start[n_tok + 1] */

@@ -135,3 +135,15 @@ void eng_pool_run(eng_pool *p, eng_task_fn fn, void *ctx) {
         dp_mutex_unlock(&p->mu);
     }
 }
+
+int64_t eng_claim_run(atomic_llong *next, int64_t total, int nth, int64_t min_run, int64_t *first) {
+    long long t0 = atomic_load_explicit(next, memory_order_relaxed), n;
+    do {
+        if (t0 >= total) return 0;
+        n = (total - t0) / (2 * (nth > 0 ? nth : 1));
+        if (n < min_run) n = min_run;
+        if (n > total - t0) n = total - t0;
+    } while (!atomic_compare_exchange_weak_explicit(next, &t0, t0 + n, memory_order_relaxed, memory_order_relaxed));
+    *first = t0;
+    return n;
+}
