@@ -104,11 +104,13 @@ static void test_four_row_kernels_match_single_row_reference(void **state) {
 
 /* The GEMM must give every token the bits the 1-row kernel gives it (batch invariance), for
  * partial row tiles, every token remainder and sub-ranges of rows; on AMX machines both GEMMs
- * (AMX, and AVX-512 with AMX disabled), with token counts of one, two and three 16-token groups. */
+ * (AMX, and AVX-512 with AMX disabled), with token counts of one, two and three 16-token groups.
+ * 133 rows: the AMX GEMM takes one group's rows in panels of 1, 2, 4, 4... tiles, so the full
+ * range ends in a partial panel with a partial tile, and [16, 133) in a panel of one partial tile. */
 static int gemm_bit_identity(void) {
     const int types[] = {ENG_TYPE_Q4_K, ENG_TYPE_Q5_K, ENG_TYPE_Q6_K, ENG_TYPE_Q8_0, ENG_TYPE_F16};
     const int64_t Ks[] = {256, 2560, 96}; /* 96: an odd number of Q8_0 blocks */
-    const int N = 37, T = 40;
+    const int N = 133, T = 40;
     const int counts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 16, 17, 31, 32, 33, 40};
     uint64_t s = 4242;
     int tested = 0;
