@@ -48,7 +48,7 @@ run() {
 }
 shared=$(run DOCPIPE_NO_PREFIX=0)
 plain=$(run DOCPIPE_NO_PREFIX=1)
-prompt=$(grep -o '"prompt_tokens":[0-9]*' "$work/out/r.jsonl" | head -n 1 | cut -d: -f2)
+prompt=$(grep -o '"prompt_tokens":[0-9]*' "$work/out/r.jsonl" | sed -n 1p | cut -d: -f2)
 echo "64 requests, prompt ${prompt} tokens each, ${threads} threads, $(basename "$model")"
 echo "shared head computed once: ${shared} s"
 echo "every request computes it: ${plain} s"
