@@ -88,6 +88,13 @@ static void mm_quantize(void *arg, int ith, int nth) {
  * dots fetch rows ~16 KB ahead within their run. */
 #define GEMM_RUN 8
 #define DOT_RUN 4
+#define MM_TILE 16 /* rows per claimed tile: the GEMMs' row tile */
+
+/* Rows [*r0, *r1) of the claimed tiles [t0, t0 + n) of an N-row weight. */
+static inline void run_rows(int64_t t0, int64_t n, int64_t N, int64_t *r0, int64_t *r1) {
+    *r0 = t0 * MM_TILE;
+    *r1 = (t0 + n) * MM_TILE < N ? (t0 + n) * MM_TILE : N;
+}
 
 static void mm_rows(void *arg, int ith, int nth) {
     mm_task *m = arg;
@@ -108,26 +115,26 @@ static void mm_rows(void *arg, int ith, int nth) {
     /* Whole 16-row tiles, claimed in runs (eng_claim_run) rather than fixed slices, so a thread
      * held up does not hold up the step. A row's result does not depend on the run it fell
      * in, so neither do the bits. */
-    const int64_t tiles = (N + 15) / 16;
-    int64_t t0, n;
+    const int64_t tiles = (N + MM_TILE - 1) / MM_TILE;
+    int64_t t0, n, r0, r1;
     if (m->gemm) {
         /* the GEMM decodes a tile once for every token */
         float *ws = NULL;
         while ((n = eng_claim_run(&m->next, tiles, nth, GEMM_RUN, &t0)) > 0) {
             if (!ws && !(ws = thread_scratch(m->c, ith, eng_gemm_ws_size(K, m->n_tok) / sizeof(float) + 1))) return;
-            const int64_t g1 = (t0 + n) * 16 < N ? (t0 + n) * 16 : N;
-            m->gemm(K, wd, w->row_bytes, t0 * 16, g1, xq, m->xq_row, m->n_tok, m->y, m->ldy, ws);
+            run_rows(t0, n, N, &r0, &r1);
+            m->gemm(K, wd, w->row_bytes, r0, r1, xq, m->xq_row, m->n_tok, m->y, m->ldy, ws);
         }
         return;
     }
     /* Tiles of 16 rows x all tokens: a tile's weights (~23 KB of Q4_K at K = 2560) stay in L1/L2
      * while every token's activations stream past, four tokens per kernel call. The first pass
      * over a row fetches the row ~16 KB ahead of it (within the run) into L2. */
-    const int64_t TILE = 16, ahead = (int64_t)((16384 + w->row_bytes - 1) / w->row_bytes);
+    const int64_t ahead = (int64_t)((16384 + w->row_bytes - 1) / w->row_bytes);
     while ((n = eng_claim_run(&m->next, tiles, nth, DOT_RUN, &t0)) > 0) {
-        const int64_t r0 = t0 * TILE, r1 = (t0 + n) * TILE < N ? (t0 + n) * TILE : N;
-        for (int64_t rt = r0; rt < r1; rt += TILE) {
-            const int64_t re = rt + TILE < r1 ? rt + TILE : r1;
+        run_rows(t0, n, N, &r0, &r1);
+        for (int64_t rt = r0; rt < r1; rt += MM_TILE) {
+            const int64_t re = rt + MM_TILE < r1 ? rt + MM_TILE : r1;
             int t = 0;
             if (m->dot4)
                 for (; t + 4 <= m->n_tok; t += 4)
@@ -502,7 +509,8 @@ static void dn_heads(void *arg, int ith, int nth) {
     if (!buf) return;
     float *tmp = buf + (size_t)C * dv + ENG_DELTA_CHUNK_WS(C, dk, dv) + dv;
     eng_claim it = ENG_CLAIM(&d->next, a->n_v, nth, 1);
-    for (int64_t h; eng_claim_item(&it, &h);) {
+    for (int64_t hi; eng_claim_item(&it, &hi);) {
+        const int h = (int)hi; /* < n_v */
         for (int gi = 0; gi < d->g.n_groups; gi++) {
             const int *idx = d->g.order + d->g.start[gi];
             const int n = d->g.start[gi + 1] - d->g.start[gi];

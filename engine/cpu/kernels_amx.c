@@ -112,6 +112,10 @@ enum { KQ4, KQ5, KQ6 };
  * the scale there (foldw), Q6_K splits the product into bytes (fold64). */
 static inline int plane_shift(int kind) { return kind == KQ4 ? 4 : kind == KQ5 ? 3 : 8; }
 
+static inline size_t block_bytes(int kind) {
+    return kind == KQ4 ? sizeof(eng_block_q4_k) : kind == KQ5 ? sizeof(eng_block_q5_k) : sizeof(eng_block_q6_k);
+}
+
 /* Q6_K: byte u of a step's planes (and of its packed activations) holds position p(u) of the
  * step: fold64's even products fill bytes 0-31, its odd products 32-63. Q4_K and Q5_K (foldw)
  * keep the positions in order. */
@@ -280,33 +284,15 @@ static inline __attribute__((always_inline)) void panel_step(bool hs, bool lb, i
 }
 
 /* A multiply spread over a block's decode (see decode_block_k): decoded block A against packed
- * activations B, into C pair `pair`, or with B's tiles resident (panel; lb: load them first). */
+ * activations B, into C pair 0, or with B's tiles resident (panel; lb: load them first). */
 typedef struct side_mul {
     const uint8_t *A, *B;
-    int pair;
     bool panel, lb;
 } side_mul;
 
 static inline __attribute__((always_inline)) void side_step(bool hs, const side_mul *m, int j) {
     if (m->panel) panel_step(hs, m->lb, j, m->A, m->B);
-    else mul_step(hs, m->pair, j, m->A, m->B);
-}
-
-/* The vector side of row r of a block: f[r] += its terms from the stored tiles c (lo, then hi),
- * the block's tables tab and the group's packed block B. */
-static inline __attribute__((always_inline)) void fold_row(int kind, __m512 *f, int r, const uint8_t *c, const uint8_t *tab,
-                                                           const uint8_t *B) {
-    const int32_t *mp = (const int32_t *)(const void *)tab;
-    const float *d = (const float *)(mp + 64), *dm = d + 16;
-    const __m512 xd = _mm512_load_ps(B + 4096);
-    const int32_t *bs = (const int32_t *)(const void *)(B + 4096 + 64);
-    const __m512i S = _mm512_add_epi32(_mm512_load_si512(c + 64 * r), _mm512_slli_epi32(_mm512_load_si512(c + 1024 + 64 * r), plane_shift(kind)));
-    f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(xd, _mm512_set1_ps(d[r])), f[r]);
-    if (kind != KQ6) {
-        __m512i M = _mm512_setzero_si512();
-        for (int i = 0; i < 4; i++) M = _mm512_dpwssd_epi32(M, _mm512_load_si512(bs + 16 * i), _mm512_set1_epi32(mp[16 * i + r]));
-        f[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(xd, _mm512_set1_ps(dm[r])), f[r]);
-    }
+    else mul_step(hs, 0, j, m->A, m->B);
 }
 
 /* Block w (row 0's block; rows rb apart) of rows [0, nr) into A (missing rows zero) and its
@@ -321,7 +307,7 @@ static inline __attribute__((always_inline)) void decode_block_k(int kind, const
                                                                  uint8_t *tab, const uint8_t *pf, const uint8_t *pf2,
                                                                  const side_mul *sm) {
     static const alignas(64) uint8_t zero_block[256];
-    const size_t bb = kind == KQ4 ? sizeof(eng_block_q4_k) : kind == KQ5 ? sizeof(eng_block_q5_k) : sizeof(eng_block_q6_k);
+    const size_t bb = block_bytes(kind);
     int32_t *mp = (int32_t *)(void *)tab;
     float *d = (float *)(mp + 64), *dm = d + 16;
     const uint8_t *rp[ROWS];
@@ -451,10 +437,25 @@ static inline __attribute__((always_inline)) void block_store(int pair, uint8_t 
     }
 }
 
+/* The vector side of a block: f[r] += the block's terms from the stored tiles c (lo, then hi),
+ * its tables tab and the group's packed block B. */
 static inline __attribute__((always_inline)) void fold_block(int kind, __m512 *f, const uint8_t *c, const uint8_t *tab,
                                                              const uint8_t *B) {
+    const int32_t *mp = (const int32_t *)(const void *)tab;
+    const float *d = (const float *)(mp + 64), *dm = d + 16;
+    const __m512 xd = _mm512_load_ps(B + 4096);
+    const int32_t *bs = (const int32_t *)(const void *)(B + 4096 + 64);
 #pragma GCC unroll 16
-    for (int r = 0; r < ROWS; r++) fold_row(kind, f, r, c, tab, B);
+    for (int r = 0; r < ROWS; r++) {
+        const __m512i S = _mm512_add_epi32(_mm512_load_si512(c + 64 * r),
+                                           _mm512_slli_epi32(_mm512_load_si512(c + 1024 + 64 * r), plane_shift(kind)));
+        f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(xd, _mm512_set1_ps(d[r])), f[r]);
+        if (kind != KQ6) {
+            __m512i M = _mm512_setzero_si512();
+            for (int i = 0; i < 4; i++) M = _mm512_dpwssd_epi32(M, _mm512_load_si512(bs + 16 * i), _mm512_set1_epi32(mp[16 * i + r]));
+            f[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(xd, _mm512_set1_ps(dm[r])), f[r]);
+        }
+    }
 }
 
 static inline void prefetch_l1(const uint8_t *p, size_t n) {
@@ -470,7 +471,7 @@ static inline __attribute__((always_inline)) void tile_k(int kind, const uint8_t
                                                          const uint8_t *xb, size_t xg, int groups, int n_tok, uint8_t *wb,
                                                          uint8_t *tab, uint8_t *cbuf, float *facc, float *y, int ldy,
                                                          __mmask16 rmask, const uint8_t *pf, size_t pfb) {
-    const size_t bb = kind == KQ4 ? sizeof(eng_block_q4_k) : kind == KQ5 ? sizeof(eng_block_q5_k) : sizeof(eng_block_q6_k);
+    const size_t bb = block_bytes(kind);
     const bool hs = kind == KQ6;
     memset(facc, 0, (size_t)groups * FACC);
     /* blocks are decoded two ahead of their multiplies (three buffers): the tile loads then read
@@ -480,7 +481,7 @@ static inline __attribute__((always_inline)) void tile_k(int kind, const uint8_t
                        pfb ? pf + (size_t)b * bb : NULL, NULL, NULL);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *A = wb + (size_t)(b % 3) * WB_K, *T = tab + (size_t)(b % 3) * TAB_K;
-        const side_mul sm = {A, xb + (size_t)b * XB_K, 0, false, true};
+        const side_mul sm = {A, xb + (size_t)b * XB_K, false, true};
         if (b + 2 < nb)
             decode_block_k(kind, w + (size_t)(b + 2) * bb, rb, nr, wb + (size_t)((b + 2) % 3) * WB_K,
                            tab + (size_t)((b + 2) % 3) * TAB_K, pfb ? pf + (size_t)(b + 2) * bb : NULL, NULL, &sm);
@@ -514,7 +515,7 @@ static inline __attribute__((always_inline)) void panel_k(int kind, const uint8_
                                                           const uint8_t *xb, int n_tok, uint8_t *wb, uint8_t *tab,
                                                           uint8_t *cbuf, float *facc, float *y, int ldy, const uint8_t *pf,
                                                           int pnp) {
-    const size_t bb = kind == KQ4 ? sizeof(eng_block_q4_k) : kind == KQ5 ? sizeof(eng_block_q5_k) : sizeof(eng_block_q6_k);
+    const size_t bb = block_bytes(kind);
     const bool hs = kind == KQ6;
     const int np = (nrows + ROWS - 1) / ROWS;
     const int64_t items = nb * np;
@@ -532,7 +533,7 @@ static inline __attribute__((always_inline)) void panel_k(int kind, const uint8_
     for (int64_t i = 0; i < items; i++) {
         const int p = (int)(i % np);
         const uint8_t *B = xb + (size_t)(i / np) * XB_K;
-        const side_mul sm = {wb + (size_t)(i % 3) * WB_K, B, 0, true, p == 0};
+        const side_mul sm = {wb + (size_t)(i % 3) * WB_K, B, true, p == 0};
         if (i + 2 < items) ITEM_DECODE(i + 2, &sm);
         else
             for (int j = 0; j < 4; j++) side_step(hs, &sm, j);
