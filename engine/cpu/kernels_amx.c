@@ -112,6 +112,11 @@ enum { KQ4, KQ5, KQ6 };
  * the scale there (foldw), Q6_K splits the product into bytes (fold64). */
 static inline int plane_shift(int kind) { return kind == KQ4 ? 4 : kind == KQ5 ? 3 : 8; }
 
+/* decode_block_k reads d, dmin and the scales of Q4_K and Q5_K as one 16-byte run */
+_Static_assert(offsetof(eng_block_q4_k, dmin) == 2 && offsetof(eng_block_q4_k, scales) == 4 && offsetof(eng_block_q5_k, dmin) == 2 &&
+                   offsetof(eng_block_q5_k, scales) == 4,
+               "Q4_K/Q5_K block heads as model-spec 2.2 lays them out");
+
 static inline size_t block_bytes(int kind) {
     return kind == KQ4 ? sizeof(eng_block_q4_k) : kind == KQ5 ? sizeof(eng_block_q5_k) : sizeof(eng_block_q6_k);
 }
@@ -312,20 +317,15 @@ static inline __attribute__((always_inline)) void decode_block_k(int kind, const
     float *d = (float *)(mp + 64), *dm = d + 16;
     const uint8_t *rp[ROWS];
     for (int r = 0; r < ROWS; r++) rp[r] = r < nr ? w + (size_t)r * rb : zero_block;
-    /* d and dmin as one dword per row (Q6_K: the dword ending with d) */
-    int32_t offs[ROWS];
-    for (int r = 0; r < ROWS; r++) offs[r] = (int32_t)((size_t)r * rb) + (kind == KQ6 ? (int)offsetof(eng_block_q6_k, d) - 2 : 0);
-    const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), (__mmask16)((1u << nr) - 1), _mm512_loadu_si512(offs), w, 1);
     alignas(64) uint64_t scq[ROWS]; /* Q4_K/Q5_K: row r's 8 scales */
-    if (kind == KQ6) {
-        const __m512 dv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
-        _mm512_store_ps(d, dv);
-        _mm512_store_ps(dm, dv);
-    } else {
-        _mm512_store_ps(d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
-        _mm512_store_ps(dm, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
-        __m128i sc[8], mn[8];
-        eng_k4_scales16(rp, offsetof(eng_block_q4_k, scales), sc, mn); /* the same offset in Q5_K */
+    if (kind != KQ6) {
+        /* a block's first 16 bytes (d, dmin, the 12 scale bytes; the same layout in Q5_K), one
+         * row per byte lane: bytes 0-3 give d and dmin without a gather (slow on these VMs) */
+        __m128i t[16], sc[8], mn[8];
+        eng_tile_scale_bytes(rp, 0, t);
+        _mm512_store_ps(d, _mm512_cvtph_ps(_mm256_set_m128i(_mm_unpackhi_epi8(t[0], t[1]), _mm_unpacklo_epi8(t[0], t[1]))));
+        _mm512_store_ps(dm, _mm512_cvtph_ps(_mm256_set_m128i(_mm_unpackhi_epi8(t[2], t[3]), _mm_unpacklo_epi8(t[2], t[3]))));
+        eng_k4_scales16_t(t + offsetof(eng_block_q4_k, scales), sc, mn);
         /* mins as int16 pairs, mp[i][r] = (mn[2i], mn[2i+1]) of row r */
         for (int i = 0; i < 4; i++)
             _mm512_store_si512(mp + 16 * i, _mm512_or_si512(_mm512_cvtepu8_epi32(mn[2 * i]), _mm512_slli_epi32(_mm512_cvtepu8_epi32(mn[2 * i + 1]), 16)));
@@ -350,6 +350,7 @@ static inline __attribute__((always_inline)) void decode_block_k(int kind, const
         uint8_t *o = A + 64 * (size_t)r;
         if (r >= nr) {
             for (int p = 0; p < 8; p++) _mm512_store_si512(o + 1024 * (size_t)p, _mm512_setzero_si512());
+            if (kind == KQ6) d[r] = 0.0f;
             continue;
         }
         const uint8_t *blk = rp[r];
@@ -359,6 +360,7 @@ static inline __attribute__((always_inline)) void decode_block_k(int kind, const
             for (size_t l = 0; l < bb + 63; l += 64) _mm_prefetch((const char *)pf2 + (size_t)r * rb + l, _MM_HINT_T1);
         if (kind == KQ6) {
             const eng_block_q6_k *a6 = (const eng_block_q6_k *)(const void *)blk;
+            d[r] = _cvtsh_ss(a6->d); /* a row at a time: a gather of the 16 is slow on these VMs */
             const __m512i sc = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)a6->scales));
             for (int h = 0; h < 2; h++) {
                 __m512i q[2];

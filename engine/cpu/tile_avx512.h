@@ -83,11 +83,9 @@ static inline void eng_tile_scale_bytes(const uint8_t *const rp[ENG_TILE_ROWS], 
 
 /* The 6-bit scales and mins of model-spec 2.2 for the Q4_K/Q5_K blocks of 16 rows at once (the
  * per-lane equivalent of eng_k4_unpack_scales): sc[j], mn[j] byte r = row r's scale and min of
- * sub-block j. packed: the 12-byte field of each row (read as 16 bytes, so 4 bytes past it must
- * be readable, as they are inside a block). */
-static inline void eng_k4_scales16(const uint8_t *const rp[ENG_TILE_ROWS], size_t off, __m128i sc[8], __m128i mn[8]) {
-    __m128i t[16];
-    eng_tile_scale_bytes(rp, off, t);
+ * sub-block j. t: byte j of the rows' 12-byte scale fields, one row per byte lane (as from
+ * eng_tile_scale_bytes). */
+static inline void eng_k4_scales16_t(const __m128i t[12], __m128i sc[8], __m128i mn[8]) {
     const __m128i m6 = _mm_set1_epi8(63), m4 = _mm_set1_epi8(0xF), top = _mm_set1_epi8((char)0xC0);
     for (int j = 0; j < 8; j++) {
         if (j < 4) {
@@ -98,6 +96,14 @@ static inline void eng_k4_scales16(const uint8_t *const rp[ENG_TILE_ROWS], size_
             mn[j] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(t[j + 4], 4), m4), _mm_srli_epi16(_mm_and_si128(t[j], top), 2));
         }
     }
+}
+
+/* The same from the rows rp: off is the scale field's offset in a block (read as 16 bytes, so 4
+ * bytes past it must be readable, as they are inside a block). */
+static inline void eng_k4_scales16(const uint8_t *const rp[ENG_TILE_ROWS], size_t off, __m128i sc[8], __m128i mn[8]) {
+    __m128i t[16];
+    eng_tile_scale_bytes(rp, off, t);
+    eng_k4_scales16_t(t, sc, mn);
 }
 
 /* Values 64 qi .. 64 qi + 63 of a Q4_K block, unsigned bytes in order. */
