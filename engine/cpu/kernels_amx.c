@@ -446,17 +446,21 @@ static inline __attribute__((always_inline)) void fold_block(int kind, __m512 *f
     const int32_t *mp = (const int32_t *)(const void *)tab;
     const float *d = (const float *)(mp + 64), *dm = d + 16;
     const __m512 xd = _mm512_load_ps(B + 4096);
-    const int32_t *bs = (const int32_t *)(const void *)(B + 4096 + 64);
+    /* loaded once: the accumulators' stores (vector types may alias anything) would otherwise
+     * make the compiler reload them, and store f[r] twice, every row */
+    __m512i bs[4];
+    for (int i = 0; i < 4; i++) bs[i] = _mm512_load_si512(B + 4096 + 64 + 64 * i);
 #pragma GCC unroll 16
     for (int r = 0; r < ROWS; r++) {
         const __m512i S = _mm512_add_epi32(_mm512_load_si512(c + 64 * r),
                                            _mm512_slli_epi32(_mm512_load_si512(c + 1024 + 64 * r), plane_shift(kind)));
-        f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(xd, _mm512_set1_ps(d[r])), f[r]);
+        __m512 fr = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(xd, _mm512_set1_ps(d[r])), f[r]);
         if (kind != KQ6) {
             __m512i M = _mm512_setzero_si512();
-            for (int i = 0; i < 4; i++) M = _mm512_dpwssd_epi32(M, _mm512_load_si512(bs + 16 * i), _mm512_set1_epi32(mp[16 * i + r]));
-            f[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(xd, _mm512_set1_ps(dm[r])), f[r]);
+            for (int i = 0; i < 4; i++) M = _mm512_dpwssd_epi32(M, bs[i], _mm512_set1_epi32(mp[16 * i + r]));
+            fr = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(xd, _mm512_set1_ps(dm[r])), fr);
         }
+        f[r] = fr;
     }
 }
 
