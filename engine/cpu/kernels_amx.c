@@ -317,7 +317,6 @@ static inline __attribute__((always_inline)) void decode_block_k(int kind, const
     float *d = (float *)(mp + 64), *dm = d + 16;
     const uint8_t *rp[ROWS];
     for (int r = 0; r < ROWS; r++) rp[r] = r < nr ? w + (size_t)r * rb : zero_block;
-    alignas(64) uint64_t scq[ROWS]; /* Q4_K/Q5_K: row r's 8 scales */
     if (kind != KQ6) {
         /* a block's first 16 bytes (d, dmin, the 12 scale bytes; the same layout in Q5_K), one
          * row per byte lane: bytes 0-3 give d and dmin without a gather (slow on these VMs) */
@@ -329,21 +328,6 @@ static inline __attribute__((always_inline)) void decode_block_k(int kind, const
         /* mins as int16 pairs, mp[i][r] = (mn[2i], mn[2i+1]) of row r */
         for (int i = 0; i < 4; i++)
             _mm512_store_si512(mp + 16 * i, _mm512_or_si512(_mm512_cvtepu8_epi32(mn[2 * i]), _mm512_slli_epi32(_mm512_cvtepu8_epi32(mn[2 * i + 1]), 16)));
-        /* the scales back to one qword per row: byte transpose of 8 x 16 */
-        __m128i a[8], b[8];
-        for (int j = 0; j < 4; j++) {
-            a[2 * j] = _mm_unpacklo_epi8(sc[2 * j], sc[2 * j + 1]); /* rows 0-7: (sc 2j, 2j+1) */
-            a[2 * j + 1] = _mm_unpackhi_epi8(sc[2 * j], sc[2 * j + 1]);
-        }
-        for (int j = 0; j < 2; j++)
-            for (int h = 0; h < 2; h++) {
-                b[4 * j + 2 * h] = _mm_unpacklo_epi16(a[4 * j + h], a[4 * j + 2 + h]); /* 4 scales per row */
-                b[4 * j + 2 * h + 1] = _mm_unpackhi_epi16(a[4 * j + h], a[4 * j + 2 + h]);
-            }
-        for (int k = 0; k < 4; k++) {
-            _mm_store_si128((__m128i *)(void *)(scq + 4 * k), _mm_unpacklo_epi32(b[k], b[4 + k]));
-            _mm_store_si128((__m128i *)(void *)(scq + 4 * k + 2), _mm_unpackhi_epi32(b[k], b[4 + k]));
-        }
     }
     for (int r = 0; r < ROWS; r++) {
         if (sm && r % 4 == 0) side_step(kind == KQ6, sm, r / 4);
@@ -374,7 +358,9 @@ static inline __attribute__((always_inline)) void decode_block_k(int kind, const
         }
         /* the scales split as s = sa 2^SH + sb (see foldw) */
         const int sh = plane_shift(kind);
-        const uint64_t s8 = scq[r], bm = 0x0101010101010101ull * ((1u << sh) - 1);
+        uint32_t u[4]; /* on the scalar ports, which the vector work here leaves idle */
+        eng_k4_unpack_scales(blk + offsetof(eng_block_q4_k, scales), u);
+        const uint64_t s8 = u[0] | (uint64_t)u[1] << 32, bm = 0x0101010101010101ull * ((1u << sh) - 1);
         const __m512i sb = _mm512_set1_epi64((long long)(s8 & bm)), sa = _mm512_set1_epi64((long long)((s8 >> sh) & bm));
         if (kind == KQ4) {
             const __m512i m4 = _mm512_set1_epi8(0xF);
