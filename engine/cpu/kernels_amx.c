@@ -301,8 +301,10 @@ static inline __attribute__((always_inline)) void side_step(bool hs, const side_
 }
 
 /* Block w (row 0's block; rows rb apart) of rows [0, nr) into A (missing rows zero) and its
- * tables. The scales, mins and d of the 16 rows are unpacked together (byte transposes), so the
- * per-row work is the values alone. pf: the same block of a later tile, fetched into L2 a row at
+ * tables. Q4_K/Q5_K: the tables (d, dmin, the mins, in row lanes for the fold) come from one byte
+ * transpose of the 16 rows' block heads; each row's scales, which only that row's decode uses,
+ * from scalar word operations (the vector ports are the ones this loop is short of). Q6_K: d a row
+ * at a time. No gathers: they are slow on these VMs. pf: the same block of a later tile, fetched into L2 a row at
  * a time (so the requests queue a few at a time), or NULL; pf2 another such block, or NULL.
  * sm: an earlier block's multiply, a step before every 4 rows, or NULL (tile instructions retire
  * in order and take ~40 cycles each here, so issued together they fill the reorder buffer and
@@ -319,7 +321,7 @@ static inline __attribute__((always_inline)) void decode_block_k(int kind, const
     for (int r = 0; r < ROWS; r++) rp[r] = r < nr ? w + (size_t)r * rb : zero_block;
     if (kind != KQ6) {
         /* a block's first 16 bytes (d, dmin, the 12 scale bytes; the same layout in Q5_K), one
-         * row per byte lane: bytes 0-3 give d and dmin without a gather (slow on these VMs) */
+         * row per byte lane (sc goes unused: the row loop unpacks a row's scales itself) */
         __m128i t[16], sc[8], mn[8];
         eng_tile_scale_bytes(rp, 0, t);
         _mm512_store_ps(d, _mm512_cvtph_ps(_mm256_set_m128i(_mm_unpackhi_epi8(t[0], t[1]), _mm_unpacklo_epi8(t[0], t[1]))));
@@ -344,7 +346,7 @@ static inline __attribute__((always_inline)) void decode_block_k(int kind, const
             for (size_t l = 0; l < bb + 63; l += 64) _mm_prefetch((const char *)pf2 + (size_t)r * rb + l, _MM_HINT_T1);
         if (kind == KQ6) {
             const eng_block_q6_k *a6 = (const eng_block_q6_k *)(const void *)blk;
-            d[r] = _cvtsh_ss(a6->d); /* a row at a time: a gather of the 16 is slow on these VMs */
+            d[r] = _cvtsh_ss(a6->d);
             const __m512i sc = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)a6->scales));
             for (int h = 0; h < 2; h++) {
                 __m512i q[2];
@@ -358,7 +360,7 @@ static inline __attribute__((always_inline)) void decode_block_k(int kind, const
         }
         /* the scales split as s = sa 2^SH + sb (see foldw) */
         const int sh = plane_shift(kind);
-        uint32_t u[4]; /* on the scalar ports, which the vector work here leaves idle */
+        uint32_t u[4];
         eng_k4_unpack_scales(blk + offsetof(eng_block_q4_k, scales), u);
         const uint64_t s8 = u[0] | (uint64_t)u[1] << 32, bm = 0x0101010101010101ull * ((1u << sh) - 1);
         const __m512i sb = _mm512_set1_epi64((long long)(s8 & bm)), sa = _mm512_set1_epi64((long long)((s8 >> sh) & bm));
