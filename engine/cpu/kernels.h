@@ -25,6 +25,17 @@ static inline void eng_prefetch_l2(const void *p, size_t n) {
 static inline void eng_prefetch_l2(const void *p, size_t n) { (void)p, (void)n; }
 #endif
 
+/* The attention kernels' KV cache rows, fetched into L2 a chunk of ch rows ahead: at row p0 of
+ * n, rows [p0 + ch, p0 + 2 ch) (at p0 = 0 the first chunk too), bytes of each row. A KV head's
+ * slice of a cache row is a few lines in every row (4 of 32 in Qwen3-4B), too sparse for the
+ * hardware prefetcher, and in a batched decode step a sequence's own blocks come from DRAM (the
+ * weights have passed through the caches since): unfetched, the loads wait on memory a row at
+ * a time. */
+static inline void eng_prefetch_kv(const void *r, size_t st, int p0, int ch, int n, size_t bytes) {
+    const int a = p0 == 0 ? 0 : p0 + ch, e = p0 + 2 * ch < n ? p0 + 2 * ch : n;
+    for (int i = a; i < e; i++) eng_prefetch_l2((const char *)r + (size_t)i * st, bytes);
+}
+
 /* Activation type a weight type is multiplied with on the fast path (llama.cpp's CPU
  * "vec_dot_type"): K-quants -> Q8_K, Q8_0/Q4_0 -> Q8_0, F16 -> F16, BF16 -> BF16, F32 -> F32.
  * Formats without an integer kernel (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K) use F32 activations and a

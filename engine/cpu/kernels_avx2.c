@@ -579,6 +579,7 @@ void eng_kv_dots_f16_avx2(const float *q, size_t lq, int G, const void *k, size_
     }
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
         const int p1 = n - p0 < KV_CHUNK ? n : p0 + KV_CHUNK;
+        eng_prefetch_kv(kb, kst, p0, KV_CHUNK, n, (size_t)hd * 2);
         for (int g0 = 0; g0 < G; g0 += 4) {
             const int gn = G - g0 < 4 ? G - g0 : 4;
             for (int p = p0; p < p1; p += 2) {
@@ -630,6 +631,7 @@ void eng_kv_mix_f16_avx2(float *acc, size_t la, int G, const float *w, size_t lw
     }
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
         const int np = n - p0 < KV_CHUNK ? n - p0 : KV_CHUNK;
+        eng_prefetch_kv(vb, vst, p0, KV_CHUNK, n, (size_t)hd * 2);
         for (int g0 = 0; g0 < G; g0 += 4) {
             const int gn = G - g0 < 4 ? G - g0 : 4;
             for (int d0 = 0; d0 < hd; d0 += 16) {

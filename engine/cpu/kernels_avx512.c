@@ -380,15 +380,6 @@ void eng_delta_step_avx512(float *S, const float *k, const float *v, const float
 /* ---- attention over an F16 cache, query heads grouped per KV head -------------------------- */
 
 #define KV_CHUNK 32 /* rows: 16 KB of widened K or V */
-/* A chunk's cache rows (KV_CHUNK from p0), fetched into L2 a chunk ahead of the kernels (at
- * p0 = 0 the first chunk too). A KV head's slice of a cache row is a few lines in every cache
- * row (4 of 32 in Qwen3-4B), too sparse for the hardware prefetcher, and in a batched decode
- * step a sequence's own blocks come from DRAM (the weights have passed through the caches
- * since): unfetched, the loads wait on memory a row at a time. */
-static inline void kv_prefetch(const uint8_t *r, size_t st, int p0, int n, int hd) {
-    const int a = p0 == 0 ? 0 : p0 + KV_CHUNK, e = p0 + 2 * KV_CHUNK < n ? p0 + 2 * KV_CHUNK : n;
-    for (int i = a; i < e; i++) eng_prefetch_l2(r + (size_t)i * st, (size_t)hd * 2);
-}
 
 /* Lane n of the result: the sum of a[n]'s 16 lanes, by one fixed tree for every accumulator
  * (chunk halves, then chunk pairs, then lanes within a chunk: each add joins lanes of the same
@@ -458,7 +449,7 @@ static inline __attribute__((always_inline)) void kv_dots(bool wide, const float
      * is still one dots_4x4 over the same 4 rows */
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
         const int p1 = n - p0 < KV_CHUNK ? n : p0 + KV_CHUNK;
-        if (!wide) kv_prefetch(kb, kst, p0, n, hd);
+        if (!wide) eng_prefetch_kv(kb, kst, p0, KV_CHUNK, n, (size_t)hd * 2);
         for (int g0 = 0; g0 < G; g0 += 4) {
             const int gn = G - g0 < 4 ? G - g0 : 4;
             for (int p = p0; p < p1; p += 4) {
@@ -521,7 +512,7 @@ static inline __attribute__((always_inline)) void kv_mix(bool wide, float *acc, 
     /* rows in L1-sized chunks, as in kv_dots; per element the fmas stay in row order */
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
         const int np = n - p0 < KV_CHUNK ? n - p0 : KV_CHUNK;
-        if (!wide) kv_prefetch(vb, vst, p0, n, hd);
+        if (!wide) eng_prefetch_kv(vb, vst, p0, KV_CHUNK, n, (size_t)hd * 2);
         for (int g0 = 0; g0 < G; g0 += 4) {
             const int gn = G - g0 < 4 ? G - g0 : 4;
             for (int d0 = 0; d0 < hd; d0 += 64) {
