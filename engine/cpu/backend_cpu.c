@@ -245,10 +245,8 @@ static void cpu_kv_store(eng_backend *be, void *kc, void *vc, int kv_type, int k
             memcpy((float *)kc + row, k + (size_t)t * ld, (size_t)kv_dim * 4);
             memcpy((float *)vc + row, v + (size_t)t * ld, (size_t)kv_dim * 4);
         } else {
-            for (int i = 0; i < kv_dim; i++) {
-                ((eng_f16 *)kc)[row + i] = eng_f32_to_f16(k[(size_t)t * ld + i]);
-                ((eng_f16 *)vc)[row + i] = eng_f32_to_f16(v[(size_t)t * ld + i]);
-            }
+            eng_f32_to_f16_row(k + (size_t)t * ld, (eng_f16 *)kc + row, kv_dim);
+            eng_f32_to_f16_row(v + (size_t)t * ld, (eng_f16 *)vc + row, kv_dim);
         }
     }
 }

@@ -155,6 +155,8 @@ eng_silu_fn eng_silu_best(bool exact);
 
 /* Converts n halves to floats. */
 void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n);
+/* Converts n floats to halves: eng_f32_to_f16's bits (round to nearest even, NaN -> 0x7E00). */
+void eng_f32_to_f16_row(const float *x, uint16_t *y, int64_t n);
 
 /* f32 dot product (8 independent partial sums, then summed: deterministic). */
 float eng_dot_f32(const float *a, const float *b, int64_t n);

@@ -452,6 +452,26 @@ void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] = f16(x[i]);
 }
 
+/* Round to nearest even, as eng_f32_to_f16; a NaN becomes the sign and 0x7E00 as there (F16C keeps
+ * payload bits), so the bits are the scalar ones for every input. */
+void eng_f32_to_f16_row_avx2(const float *x, uint16_t *y, int64_t n);
+void eng_f32_to_f16_row_avx2(const float *x, uint16_t *y, int64_t n) {
+    int64_t i = 0;
+    const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256i b = _mm256_castps_si256(v);
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, abs), inf);
+        /* the halves of NaN lanes: sign | 0x7E00 */
+        const __m256i qn = _mm256_or_si256(_mm256_srli_epi32(_mm256_andnot_si256(abs, b), 16), _mm256_set1_epi32(0x7E00));
+        __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        h = _mm256_blendv_epi8(h, qn, nan);
+        const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        _mm_storeu_si128((__m128i *)(void *)(y + i), packed);
+    }
+    for (; i < n; i++) y[i] = eng_f32_to_f16(x[i]);
+}
+
 #include <math.h>
 #define DELTA_CHUNK_NAME eng_delta_chunk_avx2
 #define DELTA_CHUNK_DOT dc_dot_avx2

@@ -28,6 +28,7 @@ void eng_delta_step_avx2(float *S, const float *k, const float *v, const float *
 void eng_delta_step_avx512(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
                            int dv, float *o);
 void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n);
+void eng_f32_to_f16_row_avx2(const float *x, uint16_t *y, int64_t n);
 float eng_kv_dot_f16_avx2(const float *q, const void *k, int n);
 float eng_kv_dot_f32_avx2(const float *q, const void *k, int n);
 void eng_kv_axpy_f16_avx2(float *acc, float w, const void *v, int n);
@@ -364,6 +365,16 @@ void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n) {
     }
 #endif
     for (int64_t i = 0; i < n; i++) y[i] = eng_f16_to_f32(x[i]);
+}
+
+void eng_f32_to_f16_row(const float *x, uint16_t *y, int64_t n) {
+#ifdef DP_HAVE_X86
+    if (have_avx2()) {
+        eng_f32_to_f16_row_avx2(x, y, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) y[i] = eng_f32_to_f16(x[i]);
 }
 
 const char *eng_cpu_kernel_name(void) {

@@ -453,6 +453,38 @@ static void delta_step_check(void) {
     }
 }
 
+/* The F16 cache's row conversion against the scalar one, over the bit patterns where they could
+ * part: every sign, exponent and top mantissa bits with the low bits at and around the rounding
+ * points of normal and subnormal halves, overflow to inf, and NaNs with payloads. */
+static void test_f32_to_f16_row_matches_scalar_bits(void **state) {
+    (void)state;
+    static const uint16_t lows[] = {0x0000, 0x0001, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x3000,
+                                    0x5A5A, 0x7FFF, 0x8000, 0x8001, 0xC000, 0xFFFF};
+    enum { NL = sizeof lows / sizeof lows[0], N = 65536 * NL + 3 }; /* + 3: the scalar tail */
+    float *x = malloc(N * sizeof *x);
+    uint16_t *y = malloc(N * sizeof *y);
+    assert_non_null(x);
+    assert_non_null(y);
+    for (uint32_t hi = 0; hi < 65536; hi++)
+        for (int l = 0; l < NL; l++) {
+            const uint32_t b = hi << 16 | lows[l];
+            memcpy(x + (size_t)hi * NL + l, &b, 4);
+        }
+    for (int i = 65536 * NL; i < N; i++) x[i] = 1.0f / (float)(i - 65536 * NL + 3);
+    eng_f32_to_f16_row(x, y, N);
+    int bad = 0;
+    for (int i = 0; i < N && bad < 5; i++)
+        if (y[i] != eng_f32_to_f16(x[i])) {
+            uint32_t b;
+            memcpy(&b, x + i, 4);
+            print_error("f32 %08x: row %04x, scalar %04x\n", b, y[i], eng_f32_to_f16(x[i]));
+            bad++;
+        }
+    free(x);
+    free(y);
+    assert_int_equal(bad, 0);
+}
+
 static void test_delta_step_matches_reference(void **state) {
     (void)state;
     with_avx2_too(delta_step_check);
@@ -534,6 +566,7 @@ int main(void) {
         cmocka_unit_test(test_q8_0_activation_rounds_half_to_even),
         cmocka_unit_test(test_grouped_attention_loops),
         cmocka_unit_test(test_exp_ops_match_reference),
+        cmocka_unit_test(test_f32_to_f16_row_matches_scalar_bits),
         cmocka_unit_test(test_delta_step_matches_reference),
         cmocka_unit_test(test_thread_pool_runs_every_slice_once),
         cmocka_unit_test(test_claimed_runs_cover_every_item_once),
