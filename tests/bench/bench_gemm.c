@@ -2,7 +2,9 @@
  * bench_gemm.c - one thread's GEMM throughput for a weight type, shape and token count: the
  * kernel eng_gemm_best picks (AMX where the CPU has it, else AVX-512), or the AVX-512 one with
  * --no-amx. Weights of M matrices (--mats M) are cycled, so with enough of them they come from
- * DRAM as in a real step instead of staying in L2/L3. Best of the repetitions.
+ * DRAM as in a real step instead of staying in L2/L3. Best of the repetitions, then the mean: on
+ * a shared VM the two can differ by 2x (a neighbour on the host core), and the engine's matmuls
+ * run at the mean, not the best.
  *
  *   bench_gemm q4_k 2560 9728 16            # one qwen3 ffn_up, 16 tokens (a 16-sequence step)
  *   bench_gemm q6_k 2560 32768 16 --mats 24 # 24 x 62 MB: from DRAM
@@ -75,7 +77,7 @@ int main(int argc, char **argv) {
         eng_act_quantize(act, f, x + xs * (size_t)t, K);
     }
     if (!dot && eng_gemm_prep_best(wt)) eng_gemm_prep_best(wt)(x, xs, T, K);
-    double best = 1e30;
+    double best = 1e30, sum = 0;
     for (int r = 0; r < reps * mats; r++) {
         const uint64_t t0 = dp_time_ns();
         const uint8_t *wm = w + (size_t)(r % mats) * rb * (size_t)N;
@@ -86,10 +88,11 @@ int main(int argc, char **argv) {
             gemm(K, wm, rb, 0, N, x, xs, T, y, (int)N, ws);
         const double dt = (double)(dp_time_ns() - t0) * 1e-9;
         if (dt < best) best = dt;
+        sum += dt;
     }
-    printf("%s %s%s K=%lld N=%lld tokens=%d mats=%d: %.3f ms, %.1f GMAC/s, %.2f GB/s of weights\n", tn,
+    printf("%s %s%s K=%lld N=%lld tokens=%d mats=%d: %.3f ms, %.1f GMAC/s, %.2f GB/s of weights (mean %.3f ms)\n", tn,
            eng_cpu_kernel_name(), dot ? " row dots" : "", (long long)K, (long long)N, T, mats, best * 1e3, (double)K * (double)N * T / best * 1e-9,
-           (double)rb * (double)N / best * 1e-9);
+           (double)rb * (double)N / best * 1e-9, sum / (reps * mats) * 1e3);
     free(w);
     free(x);
     free(f);
