@@ -212,14 +212,33 @@ static float dot_q8_0(int64_t k, const void *w, const void *x) {
 
 /* Q8_K exactly as the reference (quant_ref.c): the first element of largest magnitude sets
  * the scale, values round half to even (the default MXCSR mode), bsums per 16. */
+/* Lane n: the sum of a[n]'s 16 lanes, by a transposing tree: 46 shuffles and adds for the 16
+ * sums, where a horizontal sum each costs ~9. Integer sums: the order does not change them.
+ * (The Q8_K quantizer's block sums; with its four max chains, quantizing a 16-sequence step's
+ * 16 x 2560 activations went from 15-17 us to 12.3-12.9 us, one thread.) */
+static inline __m512i sum16_epi32(const __m512i *a) {
+    __m512i s[8], u[4], w[2];
+    for (int i = 0; i < 8; i++) /* 128-bit chunks: a2i c0+c2, a2i c1+c3, a2i+1 c0+c2, a2i+1 c1+c3 */
+        s[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(a[2 * i], a[2 * i + 1], 0x44), _mm512_shuffle_i32x4(a[2 * i], a[2 * i + 1], 0xEE));
+    for (int i = 0; i < 4; i++) /* chunk k: a[4i + k]'s four partial sums */
+        u[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(s[2 * i], s[2 * i + 1], 0x88), _mm512_shuffle_i32x4(s[2 * i], s[2 * i + 1], 0xDD));
+    for (int i = 0; i < 2; i++)
+        w[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(u[2 * i], u[2 * i + 1]), _mm512_unpackhi_epi32(u[2 * i], u[2 * i + 1]));
+    /* lane 4k + m: a[4m + k] */
+    const __m512i z = _mm512_add_epi32(_mm512_unpacklo_epi64(w[0], w[1]), _mm512_unpackhi_epi64(w[0], w[1]));
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
+}
+
 void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n);
 void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n) {
     eng_block_q8_k *b = y;
     const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
-        __m512 amax = _mm512_setzero_ps();
-        for (int j = 0; j < 256; j += 16) amax = _mm512_max_ps(amax, _mm512_and_ps(_mm512_loadu_ps(x + j), sign));
-        const float am = _mm512_reduce_max_ps(amax);
+        __m512 m4[4]; /* four chains: one would wait on vmaxps's latency 16 times */
+        for (int c = 0; c < 4; c++) m4[c] = _mm512_and_ps(_mm512_loadu_ps(x + 16 * c), sign);
+        for (int j = 64; j < 256; j += 64)
+            for (int c = 0; c < 4; c++) m4[c] = _mm512_max_ps(m4[c], _mm512_and_ps(_mm512_loadu_ps(x + j + 16 * c), sign));
+        const float am = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m4[0], m4[1]), _mm512_max_ps(m4[2], m4[3])));
         if (am == 0.0f) {
             memset(&b[i], 0, sizeof(b[i]));
             continue;
@@ -234,12 +253,13 @@ void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n) {
         }
         const float iscale = -127.0f / max;
         const __m512 is = _mm512_set1_ps(iscale);
+        __m512i v[16];
         for (int g = 0; g < 16; g++) {
-            __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(is, _mm512_loadu_ps(x + 16 * g)));
-            v = _mm512_min_epi32(v, _mm512_set1_epi32(127));
-            _mm_storeu_si128((__m128i *)(b[i].qs + 16 * g), _mm512_cvtsepi32_epi8(v));
-            b[i].bsums[g] = (int16_t)_mm512_reduce_add_epi32(v);
+            v[g] = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(is, _mm512_loadu_ps(x + 16 * g))), _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(b[i].qs + 16 * g), _mm512_cvtsepi32_epi8(v[g]));
         }
+        /* |a sum of 16| <= 2032: fits the int16 */
+        _mm256_storeu_si256((__m256i *)(void *)b[i].bsums, _mm512_cvtepi32_epi16(sum16_epi32(v)));
         b[i].d = 1.0f / iscale;
     }
 }
