@@ -332,6 +332,7 @@ static const eng_backend_ops cuda_ops = {
     /* .add_rows    = */ cu_add_rows,
     /* .mul_sigmoid = */ cu_mul_sigmoid,
     /* .matmul      = */ cu_matmul,
+    /* .matmul_n    = */ NULL, /* forward.c calls matmul per weight */
     /* .rmsnorm     = */ cu_rmsnorm,
     /* .rope        = */ cu_rope,
     /* .kv_store    = */ cu_kv_store,

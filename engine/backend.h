@@ -72,6 +72,8 @@ typedef struct eng_step {
     int n_seq, blk_stride;
 } eng_step;
 
+#define ENG_MATMUL_N 4 /* the most weights one matmul_n call takes (qwen35's DeltaNet inputs) */
+
 typedef struct eng_backend_ops {
     const char *name;
     bool host_memory;  /* alloc returns host memory the engine may read directly */
@@ -95,6 +97,10 @@ typedef struct eng_backend_ops {
     void (*mul_sigmoid)(eng_backend *be, float *x, const float *g, int64_t n);
     /* y[t][n] = sum_k W[n][k] * x[t][k]; x [n_tok][W.ne0] (ldx), y [n_tok][W.ne1] (ldy) */
     void (*matmul)(eng_backend *be, const eng_weight *w, const float *x, int ldx, int n_tok, float *y, int ldy);
+    /* (optional, NULL: matmul per weight) the same for n (<= ENG_MATMUL_N) weights that read one
+     * x, y[i] [n_tok][w[i]->ne1] (ldy[i]): each output's bits as matmul's */
+    void (*matmul_n)(eng_backend *be, int n, const eng_weight *const *w, const float *x, int ldx, int n_tok,
+                     float *const *y, const int *ldy);
     /* y[r] = x[r] * w / sqrt(mean(x[r]^2) + eps), n_rows rows of n */
     void (*rmsnorm)(eng_backend *be, const float *x, int ldx, const float *w, float *y, int ldy, int n_rows, int n,
                     float eps);

@@ -15,6 +15,16 @@
 #include "context.h"
 #include "quant.h"
 
+/* Products of one input x (q/k/v, gate/up, the DeltaNet inputs): one backend call where the
+ * backend takes several weights at once (the CPU quantizes x once and claims the weights' rows
+ * as one range), else one matmul each. Either way each output has matmul's bits. */
+static void matmul_shared(eng_backend *be, int n, const eng_weight *const *w, const float *x, int ldx, int T,
+                          float *const *y, const int *ldy) {
+    if (be->ops->matmul_n) be->ops->matmul_n(be, n, w, x, ldx, T, y, ldy);
+    else
+        for (int i = 0; i < n; i++) be->ops->matmul(be, w[i], x, ldx, T, y[i], ldy[i]);
+}
+
 static void attention_layer(eng_context *c, const eng_layer *L, const eng_ubatch *ub) {
     const eng_model *m = c->model;
     const eng_model_info *in = &m->info;
@@ -24,9 +34,12 @@ static void attention_layer(eng_context *c, const eng_layer *L, const eng_ubatch
     eng_buffers *b = &c->buf;
 
     /* projections: q [T][qd] (qwen35: [T][2*qd], query and gate per head), k, v [T][kvd] */
-    be->ops->matmul(be, &L->wq, b->h, b->ld_e, T, b->qg, b->ld_qg);
-    be->ops->matmul(be, &L->wk, b->h, b->ld_e, T, b->k, kvd);
-    be->ops->matmul(be, &L->wv, b->h, b->ld_e, T, b->v, kvd);
+    {
+        const eng_weight *w[3] = {&L->wq, &L->wk, &L->wv};
+        float *y[3] = {b->qg, b->k, b->v};
+        const int ld[3] = {b->ld_qg, kvd, kvd};
+        matmul_shared(be, 3, w, b->h, b->ld_e, T, y, ld);
+    }
     if (L->bq) {
         be->ops->add_rows(be, b->qg, b->ld_qg, T, L->bq, qd);
         be->ops->add_rows(be, b->k, kvd, T, L->bk, kvd);
@@ -67,10 +80,12 @@ static void deltanet_layer(eng_context *c, const eng_layer *L, const eng_ubatch 
     const int inner = (int)in->ssm_d_inner, dv = inner / Hv, conv_ch = 2 * Hk * dk + inner;
 
     /* projections: m [T][conv_ch] (q | k | v, pre-conv), z [T][inner], beta, alpha [T][Hv] */
-    be->ops->matmul(be, &L->wqkv, b->h, b->ld_e, T, b->dn_qkv, conv_ch);
-    be->ops->matmul(be, &L->wgate, b->h, b->ld_e, T, b->dn_z, inner);
-    be->ops->matmul(be, &L->wbeta, b->h, b->ld_e, T, b->dn_beta, Hv);
-    be->ops->matmul(be, &L->walpha, b->h, b->ld_e, T, b->dn_alpha, Hv);
+    {
+        const eng_weight *w[4] = {&L->wqkv, &L->wgate, &L->wbeta, &L->walpha};
+        float *y[4] = {b->dn_qkv, b->dn_z, b->dn_beta, b->dn_alpha};
+        const int ld[4] = {conv_ch, inner, Hv, Hv};
+        matmul_shared(be, 4, w, b->h, b->ld_e, T, y, ld);
+    }
     /* conv + SiLU, L2 norms, the delta rule per value head, gated RMSNorm -> out [T][inner] */
     eng_rec_layer *rl = &c->rec[L->rec_index];
     eng_deltanet_args a = {T, ub->seq, b->dn_qkv, b->dn_z, b->dn_beta, b->dn_alpha, b->dn_out, b->dn_conv,
@@ -99,8 +114,12 @@ void eng_forward(eng_context *c, const eng_ubatch *ub) {
         be->ops->add(be, b->x, b->y, (int64_t)T * E);
         /* x += W_down (silu(W_gate h) * (W_up h)),  h = RMSNorm(x; ffn_norm) */
         be->ops->rmsnorm(be, b->x, E, L->ffn_norm, b->h, E, T, E, in->rms_eps);
-        be->ops->matmul(be, &L->wg, b->h, E, T, b->ffn_g, F);
-        be->ops->matmul(be, &L->wu, b->h, E, T, b->ffn_u, F);
+        {
+            const eng_weight *w[2] = {&L->wg, &L->wu};
+            float *y[2] = {b->ffn_g, b->ffn_u};
+            const int ld[2] = {F, F};
+            matmul_shared(be, 2, w, b->h, E, T, y, ld);
+        }
         be->ops->swiglu(be, b->ffn_g, b->ffn_u, b->ffn_g, (int64_t)T * F);
         be->ops->matmul(be, &L->wd, b->ffn_g, F, T, b->y, E);
         be->ops->add(be, b->x, b->y, (int64_t)T * E);

@@ -63,23 +63,25 @@ static float *thread_scratch(cpu_be *c, int ith, size_t n) {
 
 typedef struct mm_task {
     cpu_be *c;
-    const eng_weight *w;
+    int n_w;
+    const eng_weight *w[ENG_MATMUL_N];
+    float *y[ENG_MATMUL_N];
+    int ldy[ENG_MATMUL_N];
+    int64_t tile0[ENG_MATMUL_N + 1]; /* weight i's tiles: [tile0[i], tile0[i + 1]) of the joint range */
     const float *x;
     int ldx, n_tok;
-    float *y;
-    int ldy;
     int act;
     size_t xq_row;
-    eng_vec_dot_fn dot;
-    eng_vec_dot4_fn dot4; /* (optional) */
-    eng_gemm_fn gemm;     /* (optional) */
-    atomic_llong next;    /* the first 16-row tile no thread has claimed */
+    eng_vec_dot_fn dot[ENG_MATMUL_N];
+    eng_vec_dot4_fn dot4[ENG_MATMUL_N]; /* (optional) */
+    eng_gemm_fn gemm[ENG_MATMUL_N];     /* (optional) */
+    atomic_llong next;                  /* the first 16-row tile no thread has claimed */
 } mm_task;
 
 static void mm_quantize(void *arg, int ith, int nth) {
     mm_task *m = arg;
     for (int t = ith; t < m->n_tok; t += nth)
-        eng_act_quantize(m->act, m->x + (size_t)t * m->ldx, m->c->xq + (size_t)t * m->xq_row, m->w->ne0);
+        eng_act_quantize(m->act, m->x + (size_t)t * m->ldx, m->c->xq + (size_t)t * m->xq_row, m->w[0]->ne0);
 }
 
 /* The fewest tiles a claim takes. A GEMM call has a fixed cost (the AMX GEMM packs the
@@ -90,78 +92,115 @@ static void mm_quantize(void *arg, int ith, int nth) {
 #define DOT_RUN 4
 #define MM_TILE 16 /* rows per claimed tile: the GEMMs' row tile */
 
-/* Rows [*r0, *r1) of the claimed tiles [t0, t0 + n) of an N-row weight. */
-static inline void run_rows(int64_t t0, int64_t n, int64_t N, int64_t *r0, int64_t *r1) {
-    *r0 = t0 * MM_TILE;
-    *r1 = (t0 + n) * MM_TILE < N ? (t0 + n) * MM_TILE : N;
+/* Rows [r0, r1) of weight i: the GEMM, or row dots in tiles of 16 rows x all tokens (a tile's
+ * weights, ~23 KB of Q4_K at K = 2560, stay in L1/L2 while every token's activations stream
+ * past, four tokens per kernel call; the first pass over a row fetches the row ~16 KB ahead of
+ * it, within the run, into L2). */
+static void mm_run(mm_task *m, int ith, int i, int64_t r0, int64_t r1, float **ws) {
+    const eng_weight *w = m->w[i];
+    const int64_t K = w->ne0;
+    const uint8_t *wd = w->data, *xq = m->c->xq;
+    float *y = m->y[i];
+    const int ldy = m->ldy[i];
+    if (m->gemm[i]) { /* the GEMM decodes a tile once for every token */
+        if (!*ws && !(*ws = thread_scratch(m->c, ith, eng_gemm_ws_size(K, m->n_tok) / sizeof(float) + 1))) return;
+        m->gemm[i](K, wd, w->row_bytes, r0, r1, xq, m->xq_row, m->n_tok, y, ldy, *ws);
+        return;
+    }
+    const int64_t ahead = (int64_t)((16384 + w->row_bytes - 1) / w->row_bytes);
+    for (int64_t rt = r0; rt < r1; rt += MM_TILE) {
+        const int64_t re = rt + MM_TILE < r1 ? rt + MM_TILE : r1;
+        int t = 0;
+        if (m->dot4[i])
+            for (; t + 4 <= m->n_tok; t += 4)
+                for (int64_t r = rt; r < re; r++) {
+                    if (t == 0 && r + ahead < r1) eng_prefetch_l2(wd + (size_t)(r + ahead) * w->row_bytes, w->row_bytes);
+                    float o[4];
+                    m->dot4[i](K, wd + (size_t)r * w->row_bytes, xq + (size_t)t * m->xq_row, m->xq_row, o);
+                    for (int j = 0; j < 4; j++) y[(size_t)(t + j) * ldy + r] = o[j];
+                }
+        for (; t < m->n_tok; t++)
+            for (int64_t r = rt; r < re; r++) {
+                if (t == 0 && r + ahead < r1) eng_prefetch_l2(wd + (size_t)(r + ahead) * w->row_bytes, w->row_bytes);
+                y[(size_t)t * ldy + r] = m->dot[i](K, wd + (size_t)r * w->row_bytes, xq + (size_t)t * m->xq_row);
+            }
+    }
 }
 
 static void mm_rows(void *arg, int ith, int nth) {
     mm_task *m = arg;
-    const eng_weight *w = m->w;
-    const int64_t N = w->ne1, K = w->ne0;
-    const uint8_t *wd = w->data;
     if (m->c->exact) {
-        const int64_t r0 = N * ith / nth, r1 = N * (ith + 1) / nth;
-        float *row = thread_scratch(m->c, ith, (size_t)K);
-        if (!row) return;
-        for (int64_t r = r0; r < r1; r++) {
-            eng_dequantize_row(w->type, wd + (size_t)r * w->row_bytes, row, K);
-            for (int t = 0; t < m->n_tok; t++) m->y[(size_t)t * m->ldy + r] = eng_dot_f32(row, m->x + (size_t)t * m->ldx, K);
+        for (int i = 0; i < m->n_w; i++) {
+            const eng_weight *w = m->w[i];
+            const int64_t N = w->ne1, K = w->ne0, r0 = N * ith / nth, r1 = N * (ith + 1) / nth;
+            float *row = thread_scratch(m->c, ith, (size_t)K);
+            if (!row) return;
+            for (int64_t r = r0; r < r1; r++) {
+                eng_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, row, K);
+                for (int t = 0; t < m->n_tok; t++)
+                    m->y[i][(size_t)t * m->ldy[i] + r] = eng_dot_f32(row, m->x + (size_t)t * m->ldx, K);
+            }
         }
         return;
     }
-    const uint8_t *xq = m->c->xq;
-    /* Whole 16-row tiles, claimed in runs (eng_claim_run) rather than fixed slices, so a thread
-     * held up does not hold up the step. A row's result does not depend on the run it fell
-     * in, so neither do the bits. */
-    const int64_t tiles = (N + MM_TILE - 1) / MM_TILE;
-    int64_t t0, n, r0, r1;
-    if (m->gemm) {
-        /* the GEMM decodes a tile once for every token */
-        float *ws = NULL;
-        while ((n = eng_claim_run(&m->next, tiles, nth, GEMM_RUN, &t0)) > 0) {
-            if (!ws && !(ws = thread_scratch(m->c, ith, eng_gemm_ws_size(K, m->n_tok) / sizeof(float) + 1))) return;
-            run_rows(t0, n, N, &r0, &r1);
-            m->gemm(K, wd, w->row_bytes, r0, r1, xq, m->xq_row, m->n_tok, m->y, m->ldy, ws);
+    /* Whole 16-row tiles of the weights one after another, claimed in runs (eng_claim_run) rather
+     * than fixed slices, so a thread held up does not hold up the step; a run that crosses from one
+     * weight into the next is done a weight at a time. A row's result does not depend on the run
+     * it fell in, so neither do the bits. */
+    const int64_t tiles = m->tile0[m->n_w];
+    int64_t t0, n;
+    float *ws = NULL;
+    while ((n = eng_claim_run(&m->next, tiles, nth, m->gemm[0] ? GEMM_RUN : DOT_RUN, &t0)) > 0)
+        for (int i = 0; i < m->n_w; i++) {
+            const int64_t a = t0 > m->tile0[i] ? t0 : m->tile0[i], e = t0 + n < m->tile0[i + 1] ? t0 + n : m->tile0[i + 1];
+            if (a >= e) continue;
+            const int64_t N = m->w[i]->ne1, r1 = (e - m->tile0[i]) * MM_TILE;
+            mm_run(m, ith, i, (a - m->tile0[i]) * MM_TILE, r1 < N ? r1 : N, &ws);
         }
-        return;
-    }
-    /* Tiles of 16 rows x all tokens: a tile's weights (~23 KB of Q4_K at K = 2560) stay in L1/L2
-     * while every token's activations stream past, four tokens per kernel call. The first pass
-     * over a row fetches the row ~16 KB ahead of it (within the run) into L2. */
-    const int64_t ahead = (int64_t)((16384 + w->row_bytes - 1) / w->row_bytes);
-    while ((n = eng_claim_run(&m->next, tiles, nth, DOT_RUN, &t0)) > 0) {
-        run_rows(t0, n, N, &r0, &r1);
-        for (int64_t rt = r0; rt < r1; rt += MM_TILE) {
-            const int64_t re = rt + MM_TILE < r1 ? rt + MM_TILE : r1;
-            int t = 0;
-            if (m->dot4)
-                for (; t + 4 <= m->n_tok; t += 4)
-                    for (int64_t r = rt; r < re; r++) {
-                        if (t == 0 && r + ahead < r1) eng_prefetch_l2(wd + (size_t)(r + ahead) * w->row_bytes, w->row_bytes);
-                        float o[4];
-                        m->dot4(K, wd + (size_t)r * w->row_bytes, xq + (size_t)t * m->xq_row, m->xq_row, o);
-                        for (int j = 0; j < 4; j++) m->y[(size_t)(t + j) * m->ldy + r] = o[j];
-                    }
-            for (; t < m->n_tok; t++)
-                for (int64_t r = rt; r < re; r++) {
-                    if (t == 0 && r + ahead < r1) eng_prefetch_l2(wd + (size_t)(r + ahead) * w->row_bytes, w->row_bytes);
-                    m->y[(size_t)t * m->ldy + r] = m->dot(K, wd + (size_t)r * w->row_bytes, xq + (size_t)t * m->xq_row);
-                }
-        }
-    }
 }
 
-static void cpu_matmul(eng_backend *be, const eng_weight *w, const float *x, int ldx, int n_tok, float *y, int ldy) {
+/* Whether weights can share one quantized x: the same K and activation type, and the same
+ * in-place preparation of it for their GEMMs (or none). */
+static bool mm_compatible(const eng_weight *a, const eng_weight *b, int n_tok) {
+    if (a->ne0 != b->ne0 || eng_act_type(a->type) != eng_act_type(b->type)) return false;
+    if (n_tok < 2) return true;
+    const bool ga = eng_gemm_best(a->type) != NULL, gb = eng_gemm_best(b->type) != NULL;
+    const eng_gemm_prep_fn pa = ga ? eng_gemm_prep_best(a->type) : NULL, pb = gb ? eng_gemm_prep_best(b->type) : NULL;
+    return pa == pb;
+}
+
+/* n weights against one x: the activations quantized once, the weights' tiles claimed as one
+ * range, one pool run (a decode step's q/k/v or gate/up products each paid a quantization, a
+ * ramp-up and a tail of their own). */
+static void cpu_matmul_n(eng_backend *be, int n, const eng_weight *const *w, const float *x, int ldx, int n_tok,
+                         float *const *y, const int *ldy) {
     cpu_be *c = be->impl;
-    mm_task m = {c, w, x, ldx, n_tok, y, ldy, 0, 0, NULL, NULL, NULL, 0};
+    bool shared = n <= ENG_MATMUL_N;
+    for (int i = 1; i < n && shared; i++) shared = mm_compatible(w[0], w[i], n_tok);
+    if (!shared) {
+        for (int i = 0; i < n; i++) cpu_matmul_n(be, 1, &w[i], x, ldx, n_tok, &y[i], &ldy[i]);
+        return;
+    }
+    mm_task m = {0};
+    m.c = c;
+    m.n_w = n;
+    m.x = x;
+    m.ldx = ldx;
+    m.n_tok = n_tok;
+    for (int i = 0; i < n; i++) {
+        m.w[i] = w[i];
+        m.y[i] = y[i];
+        m.ldy[i] = ldy[i];
+        m.tile0[i + 1] = m.tile0[i] + (w[i]->ne1 + MM_TILE - 1) / MM_TILE;
+    }
     if (!c->exact) {
-        m.act = eng_act_type(w->type);
-        m.xq_row = eng_act_row_size(m.act, w->ne0);
-        m.dot = eng_vec_dot_best(w->type);
-        m.dot4 = eng_vec_dot4_best(w->type);
-        if (n_tok >= 2) m.gemm = eng_gemm_best(w->type);
+        m.act = eng_act_type(w[0]->type);
+        m.xq_row = eng_act_row_size(m.act, w[0]->ne0);
+        for (int i = 0; i < n; i++) {
+            m.dot[i] = eng_vec_dot_best(w[i]->type);
+            m.dot4[i] = eng_vec_dot4_best(w[i]->type);
+            if (n_tok >= 2) m.gemm[i] = eng_gemm_best(w[i]->type);
+        }
         size_t need = m.xq_row * (size_t)n_tok;
         if (need > c->xq_cap) {
             free(c->xq);
@@ -170,12 +209,16 @@ static void cpu_matmul(eng_backend *be, const eng_weight *w, const float *x, int
             if (!c->xq) return;
         }
         /* a decode step's few rows quantize in a microsecond: not worth a pool round trip */
-        if ((int64_t)n_tok * w->ne0 <= 16384) mm_quantize(&m, 0, 1);
+        if ((int64_t)n_tok * w[0]->ne0 <= 16384) mm_quantize(&m, 0, 1);
         else eng_pool_run(c->pool, mm_quantize, &m);
-        eng_gemm_prep_fn prep = m.gemm ? eng_gemm_prep_best(w->type) : NULL;
-        if (prep) prep(c->xq, m.xq_row, n_tok, w->ne0);
+        eng_gemm_prep_fn prep = m.gemm[0] ? eng_gemm_prep_best(w[0]->type) : NULL;
+        if (prep) prep(c->xq, m.xq_row, n_tok, w[0]->ne0);
     }
     eng_pool_run(c->pool, mm_rows, &m);
+}
+
+static void cpu_matmul(eng_backend *be, const eng_weight *w, const float *x, int ldx, int n_tok, float *y, int ldy) {
+    cpu_matmul_n(be, 1, &w, x, ldx, n_tok, &y, &ldy);
 }
 
 /* ---- small float ops -------------------------------------------------------------------- */
@@ -691,6 +734,7 @@ static const eng_backend_ops cpu_ops = {
     /* .add_rows  = */ cpu_add_rows,
     /* .mul_sigmoid = */ cpu_mul_sigmoid,
     /* .matmul    = */ cpu_matmul,
+    /* .matmul_n  = */ cpu_matmul_n,
     /* .rmsnorm   = */ cpu_rmsnorm,
     /* .rope      = */ cpu_rope,
     /* .kv_store  = */ cpu_kv_store,

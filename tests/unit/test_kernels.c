@@ -263,6 +263,63 @@ static void test_rope_pairs_and_frequency_divisors(void **state) {
     be->ops->free(be);
 }
 
+/* matmul_n: several weights on one input give each output the bits of its own matmul, for the
+ * GEMM's token counts and the row dots', with 2 threads so that runs cross from one weight into
+ * the next; weights that cannot share the quantized input (Q8_0's activations differ from the
+ * K-quants') go one by one. */
+static void test_matmul_n_matches_matmul_per_weight(void **state) {
+    (void)state;
+    enum { K = 512, NW = 4, T = 17 };
+    const int types[NW] = {ENG_TYPE_Q4_K, ENG_TYPE_Q6_K, ENG_TYPE_Q4_K, ENG_TYPE_Q8_0};
+    const int rows[NW] = {200, 37, 16, 50};
+    eng_backend *be;
+    dp_err err = {0};
+    assert_int_equal(eng_backend_cpu_new(2, false, &be, &err), DP_OK);
+    assert_non_null(be->ops->matmul_n);
+    uint64_t s = 99;
+    eng_weight w[NW];
+    float *x = malloc(sizeof(float) * K * T), *f = malloc(sizeof(float) * K);
+    for (int i = 0; i < K * T; i++) x[i] = tu_randn(&s);
+    for (int i = 0; i < NW; i++) {
+        const size_t rb = eng_row_size(types[i], K);
+        uint8_t *d = malloc(rb * (size_t)rows[i]);
+        for (int r = 0; r < rows[i]; r++) {
+            for (int k = 0; k < K; k++) f[k] = tu_randn(&s);
+            assert_int_equal(eng_quantize_row(types[i], f, d + rb * (size_t)r, K), DP_OK);
+        }
+        w[i] = (eng_weight){d, types[i], K, rows[i], rb, "w"};
+    }
+    const int counts[] = {1, 2, 3, 5, 16, 17};
+    const int sets[][2] = {{0, 3}, {0, 4}, {1, 2}}; /* (first weight, how many) */
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+        for (size_t si = 0; si < sizeof(sets) / sizeof(sets[0]); si++) {
+            const int nt = counts[ci], w0 = sets[si][0], n = sets[si][1];
+            const eng_weight *wp[NW];
+            float *one[NW], *all[NW];
+            int ld[NW];
+            for (int i = 0; i < n; i++) {
+                wp[i] = &w[w0 + i];
+                ld[i] = rows[w0 + i] + 3; /* a stride wider than the rows */
+                one[i] = malloc(sizeof(float) * (size_t)ld[i] * nt);
+                all[i] = malloc(sizeof(float) * (size_t)ld[i] * nt);
+                for (int j = 0; j < ld[i] * nt; j++) one[i][j] = all[i][j] = -7.0f;
+                be->ops->matmul(be, wp[i], x, K, nt, one[i], ld[i]);
+            }
+            be->ops->matmul_n(be, n, wp, x, K, nt, all, ld);
+            assert_int_equal(be->ops->sync(be, &err), DP_OK);
+            for (int i = 0; i < n; i++) {
+                if (memcmp(one[i], all[i], sizeof(float) * (size_t)ld[i] * nt) != 0)
+                    fail_msg("%d tokens, weights %d..%d: weight %d's output differs from its own matmul", nt, w0, w0 + n - 1, w0 + i);
+                free(one[i]);
+                free(all[i]);
+            }
+        }
+    for (int i = 0; i < NW; i++) free((void *)w[i].data);
+    free(x);
+    free(f);
+    be->ops->free(be);
+}
+
 static void test_q8_0_activation_rounds_half_to_even(void **state) {
     (void)state; /* llama.cpp's x86 path: q = round_half_even(x * 127 / amax) */
     float x[32] = {0};
@@ -483,6 +540,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_matches_single_row_kernel_bit_for_bit),
         cmocka_unit_test(test_q8_k_activation_quantizer_matches_reference),
         cmocka_unit_test(test_rope_pairs_and_frequency_divisors),
+        cmocka_unit_test(test_matmul_n_matches_matmul_per_weight),
         cmocka_unit_test(test_q8_0_activation_rounds_half_to_even),
         cmocka_unit_test(test_grouped_attention_loops),
         cmocka_unit_test(test_exp_ops_match_reference),
