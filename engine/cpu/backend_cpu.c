@@ -9,8 +9,9 @@
  *   fixed slices. Results depend neither on the thread count nor on who claimed what: every
  *   output element is computed by one thread in a fixed order, the same whatever the run.
  * - matmul quantizes the activation rows once per call to the weight's vec-dot type
- *   (model-spec 2.5), then streams each weight row once for all tokens of the batch. In exact
- *   mode each weight row is dequantized to f32 and multiplied in f32 instead.
+ *   (model-spec 2.5), then streams each weight row once for all tokens of the batch; matmul_n
+ *   does it once for several weights that read the same rows. In exact mode each weight row is
+ *   dequantized to f32 and multiplied in f32 instead.
  * - Scratch is owned per thread and sized on first use; nothing is allocated per token. An op
  *   whose scratch cannot be had does nothing and marks the backend, and the step's sync reports
  *   DP_ENOMEM: a result is never silently wrong.
