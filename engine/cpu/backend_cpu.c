@@ -160,48 +160,42 @@ static void mm_rows(void *arg, int ith, int nth) {
         }
 }
 
-/* Whether weights can share one quantized x: the same K and activation type, and the same
- * in-place preparation of it for their GEMMs (or none). */
-static bool mm_compatible(const eng_weight *a, const eng_weight *b, int n_tok) {
-    if (a->ne0 != b->ne0 || eng_act_type(a->type) != eng_act_type(b->type)) return false;
-    if (n_tok < 2) return true;
-    const bool ga = eng_gemm_best(a->type) != NULL, gb = eng_gemm_best(b->type) != NULL;
-    const eng_gemm_prep_fn pa = ga ? eng_gemm_prep_best(a->type) : NULL, pb = gb ? eng_gemm_prep_best(b->type) : NULL;
-    return pa == pb;
-}
+/* The in-place preparation weight i's GEMM wants of the quantized x (or none). */
+static eng_gemm_prep_fn mm_prep(const mm_task *m, int i) { return m->gemm[i] ? eng_gemm_prep_best(m->w[i]->type) : NULL; }
 
 /* n weights against one x: the activations quantized once, the weights' tiles claimed as one
  * range, one pool run (a decode step's q/k/v or gate/up products each paid a quantization, a
- * ramp-up and a tail of their own). */
+ * ramp-up and a tail of their own). Weights that cannot share the quantized x (another K,
+ * activation type or preparation) go one by one. */
 static void cpu_matmul_n(eng_backend *be, int n, const eng_weight *const *w, const float *x, int ldx, int n_tok,
                          float *const *y, const int *ldy) {
     cpu_be *c = be->impl;
+    mm_task m = {0};
     bool shared = n <= ENG_MATMUL_N;
-    for (int i = 1; i < n && shared; i++) shared = mm_compatible(w[0], w[i], n_tok);
+    for (int i = 0; i < n && shared; i++) {
+        m.w[i] = w[i];
+        m.y[i] = y[i];
+        m.ldy[i] = ldy[i];
+        m.tile0[i + 1] = m.tile0[i] + (w[i]->ne1 + MM_TILE - 1) / MM_TILE;
+        if (!c->exact) {
+            m.dot[i] = eng_vec_dot_best(w[i]->type);
+            m.dot4[i] = eng_vec_dot4_best(w[i]->type);
+            if (n_tok >= 2) m.gemm[i] = eng_gemm_best(w[i]->type);
+        }
+        shared = w[i]->ne0 == w[0]->ne0 && eng_act_type(w[i]->type) == eng_act_type(w[0]->type) && mm_prep(&m, i) == mm_prep(&m, 0);
+    }
     if (!shared) {
         for (int i = 0; i < n; i++) cpu_matmul_n(be, 1, &w[i], x, ldx, n_tok, &y[i], &ldy[i]);
         return;
     }
-    mm_task m = {0};
     m.c = c;
     m.n_w = n;
     m.x = x;
     m.ldx = ldx;
     m.n_tok = n_tok;
-    for (int i = 0; i < n; i++) {
-        m.w[i] = w[i];
-        m.y[i] = y[i];
-        m.ldy[i] = ldy[i];
-        m.tile0[i + 1] = m.tile0[i] + (w[i]->ne1 + MM_TILE - 1) / MM_TILE;
-    }
     if (!c->exact) {
         m.act = eng_act_type(w[0]->type);
         m.xq_row = eng_act_row_size(m.act, w[0]->ne0);
-        for (int i = 0; i < n; i++) {
-            m.dot[i] = eng_vec_dot_best(w[i]->type);
-            m.dot4[i] = eng_vec_dot4_best(w[i]->type);
-            if (n_tok >= 2) m.gemm[i] = eng_gemm_best(w[i]->type);
-        }
         size_t need = m.xq_row * (size_t)n_tok;
         if (need > c->xq_cap) {
             free(c->xq);
@@ -212,7 +206,7 @@ static void cpu_matmul_n(eng_backend *be, int n, const eng_weight *const *w, con
         /* a decode step's few rows quantize in a microsecond: not worth a pool round trip */
         if ((int64_t)n_tok * w[0]->ne0 <= 16384) mm_quantize(&m, 0, 1);
         else eng_pool_run(c->pool, mm_quantize, &m);
-        eng_gemm_prep_fn prep = m.gemm[0] ? eng_gemm_prep_best(w[0]->type) : NULL;
+        eng_gemm_prep_fn prep = mm_prep(&m, 0);
         if (prep) prep(c->xq, m.xq_row, n_tok, w[0]->ne0);
     }
     eng_pool_run(c->pool, mm_rows, &m);

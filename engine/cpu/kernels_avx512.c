@@ -210,25 +210,30 @@ static float dot_q8_0(int64_t k, const void *w, const void *x) {
 
 /* ---- activations ------------------------------------------------------------------------- */
 
+/* Lane n of the result: the sum of a[n]'s 16 lanes, by one fixed tree for every accumulator
+ * (chunk halves, then chunk pairs, then lanes within a chunk: each add joins lanes of the same
+ * accumulator), so a score's bits do not depend on its neighbours. 46 shuffles and adds for 16
+ * sums, where one horizontal sum per accumulator costs about 5-9 each. epi32: the lanes hold
+ * int32s, added as integers (any order gives the same sums); the shuffles move bits either way. */
+static inline __attribute__((always_inline)) __m512 sum16_tree(const __m512 *a, bool epi32) {
+#define ADD(x, y) (epi32 ? _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(x), _mm512_castps_si512(y))) : _mm512_add_ps(x, y))
+    __m512 s[8], u[4], w[2];
+    for (int i = 0; i < 8; i++) /* [a2i c0+c2, a2i c1+c3, a2i+1 c0+c2, a2i+1 c1+c3] */
+        s[i] = ADD(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44), _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
+    for (int i = 0; i < 4; i++) /* chunk k: a[4i + k]'s four partial sums */
+        u[i] = ADD(_mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0x88), _mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0xDD));
+    for (int i = 0; i < 2; i++) /* chunk k: a[8i + k] l0+l2, a[8i + 4 + k] l0+l2, then l1+l3 of both */
+        w[i] = ADD(_mm512_unpacklo_ps(u[2 * i], u[2 * i + 1]), _mm512_unpackhi_ps(u[2 * i], u[2 * i + 1]));
+    const __m512d w0 = _mm512_castps_pd(w[0]), w1 = _mm512_castps_pd(w[1]);
+    /* lane 4k + m: a[4m + k] */
+    const __m512 z = ADD(_mm512_castpd_ps(_mm512_unpacklo_pd(w0, w1)), _mm512_castpd_ps(_mm512_unpackhi_pd(w0, w1)));
+#undef ADD
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
+}
+static inline __m512 sum16(const __m512 *a) { return sum16_tree(a, false); }
+
 /* Q8_K exactly as the reference (quant_ref.c): the first element of largest magnitude sets
  * the scale, values round half to even (the default MXCSR mode), bsums per 16. */
-/* Lane n: the sum of a[n]'s 16 lanes, by a transposing tree: 46 shuffles and adds for the 16
- * sums, where a horizontal sum each costs ~9. Integer sums: the order does not change them.
- * (The Q8_K quantizer's block sums; with its four max chains, quantizing a 16-sequence step's
- * 16 x 2560 activations went from 15-17 us to 12.3-12.9 us, one thread.) */
-static inline __m512i sum16_epi32(const __m512i *a) {
-    __m512i s[8], u[4], w[2];
-    for (int i = 0; i < 8; i++) /* 128-bit chunks: a2i c0+c2, a2i c1+c3, a2i+1 c0+c2, a2i+1 c1+c3 */
-        s[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(a[2 * i], a[2 * i + 1], 0x44), _mm512_shuffle_i32x4(a[2 * i], a[2 * i + 1], 0xEE));
-    for (int i = 0; i < 4; i++) /* chunk k: a[4i + k]'s four partial sums */
-        u[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(s[2 * i], s[2 * i + 1], 0x88), _mm512_shuffle_i32x4(s[2 * i], s[2 * i + 1], 0xDD));
-    for (int i = 0; i < 2; i++)
-        w[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(u[2 * i], u[2 * i + 1]), _mm512_unpackhi_epi32(u[2 * i], u[2 * i + 1]));
-    /* lane 4k + m: a[4m + k] */
-    const __m512i z = _mm512_add_epi32(_mm512_unpacklo_epi64(w[0], w[1]), _mm512_unpackhi_epi64(w[0], w[1]));
-    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
-}
-
 void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n);
 void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n) {
     eng_block_q8_k *b = y;
@@ -253,13 +258,14 @@ void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n) {
         }
         const float iscale = -127.0f / max;
         const __m512 is = _mm512_set1_ps(iscale);
-        __m512i v[16];
+        __m512 v[16]; /* int32 lanes, kept for the block sums: one tree, not 16 horizontal sums */
         for (int g = 0; g < 16; g++) {
-            v[g] = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(is, _mm512_loadu_ps(x + 16 * g))), _mm512_set1_epi32(127));
-            _mm_storeu_si128((__m128i *)(b[i].qs + 16 * g), _mm512_cvtsepi32_epi8(v[g]));
+            const __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(is, _mm512_loadu_ps(x + 16 * g))), _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(b[i].qs + 16 * g), _mm512_cvtsepi32_epi8(q));
+            v[g] = _mm512_castsi512_ps(q);
         }
         /* |a sum of 16| <= 2032: fits the int16 */
-        _mm256_storeu_si256((__m256i *)(void *)b[i].bsums, _mm512_cvtepi32_epi16(sum16_epi32(v)));
+        _mm256_storeu_si256((__m256i *)(void *)b[i].bsums, _mm512_cvtepi32_epi16(_mm512_castps_si512(sum16_tree(v, true))));
         b[i].d = 1.0f / iscale;
     }
 }
@@ -400,24 +406,6 @@ void eng_delta_step_avx512(float *S, const float *k, const float *v, const float
 /* ---- attention over an F16 cache, query heads grouped per KV head -------------------------- */
 
 #define KV_CHUNK 32 /* rows: 16 KB of widened K or V */
-
-/* Lane n of the result: the sum of a[n]'s 16 lanes, by one fixed tree for every accumulator
- * (chunk halves, then chunk pairs, then lanes within a chunk: each add joins lanes of the same
- * accumulator), so a score's bits do not depend on its neighbours. 46 shuffles and adds for 16
- * sums, where one horizontal sum per accumulator costs about 5 each. */
-static inline __m512 sum16(const __m512 *a) {
-    __m512 s[8], u[4], w[2];
-    for (int i = 0; i < 8; i++) /* [a2i c0+c2, a2i c1+c3, a2i+1 c0+c2, a2i+1 c1+c3] */
-        s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44), _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
-    for (int i = 0; i < 4; i++) /* chunk k: a[4i + k]'s four partial sums */
-        u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0x88), _mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0xDD));
-    for (int i = 0; i < 2; i++) /* chunk k: a[8i + k] l0+l2, a[8i + 4 + k] l0+l2, then l1+l3 of both */
-        w[i] = _mm512_add_ps(_mm512_unpacklo_ps(u[2 * i], u[2 * i + 1]), _mm512_unpackhi_ps(u[2 * i], u[2 * i + 1]));
-    const __m512d w0 = _mm512_castps_pd(w[0]), w1 = _mm512_castps_pd(w[1]);
-    /* lane 4k + m: a[4m + k] */
-    const __m512 z = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(w0, w1)), _mm512_castpd_ps(_mm512_unpackhi_pd(w0, w1)));
-    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
-}
 
 /* A row's 16 values from d on: halves converted, or (wide) floats already converted from halves;
  * the same values either way, so the same bits downstream. */
