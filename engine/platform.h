@@ -110,6 +110,19 @@ bool dp_cond_timedwait_ms(dp_cond *c, dp_mutex *m, int ms);
 void dp_cond_signal(dp_cond *c);
 void dp_cond_broadcast(dp_cond *c);
 
+/* A spin-wait's pause: tells the core (and a hyperthread sibling that shares it) that this
+ * thread only polls. An instruction, not an OS call, but it differs per compiler and CPU. */
+#if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+#include <intrin.h>
+static inline void dp_cpu_relax(void) { _mm_pause(); }
+#elif defined(__x86_64__) || defined(__i386__)
+static inline void dp_cpu_relax(void) { __builtin_ia32_pause(); }
+#elif defined(__aarch64__)
+static inline void dp_cpu_relax(void) { __asm__ __volatile__("yield"); }
+#else
+static inline void dp_cpu_relax(void) {}
+#endif
+
 /* Number of CPUs this process may run on (>= 1). */
 int dp_cpu_count(void);
 /* Memory a process could use now without swapping (Linux: MemAvailable, which counts the page

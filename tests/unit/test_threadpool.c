@@ -1,6 +1,7 @@
 /*
  * test_threadpool.c - the CPU backend's thread pool and its claimed work runs: every slice and
- * item run exactly once at 1-4 threads, and a held-up thread's share goes to the others. Its
+ * item run exactly once at 1-4 threads, sleeping threads are woken for every task, and a
+ * held-up thread's share goes to the others. Its
  * own binary so that the TSan job (label threads) runs these, not the kernel checks, which take
  * minutes under TSan and have no threads.
  */
@@ -92,10 +93,47 @@ static void test_claimed_runs_cover_every_item_once(void **state) {
     assert_int_equal(want, 10);
 }
 
+typedef struct sleepy_ctx {
+    _Atomic int runs[4]; /* per thread */
+    int slow;            /* the thread that takes long over its part, or -1 */
+} sleepy_ctx;
+
+static void sleepy_task(void *arg, int ith, int nth) {
+    sleepy_ctx *c = arg;
+    (void)nth;
+    if (ith == c->slow) dp_sleep_ms(5);
+    atomic_fetch_add(&c->runs[ith], 1);
+}
+
+/* The paths where a thread sleeps instead of polling: tasks posted after the workers have gone
+ * to sleep (a pause longer than their spin), a task the caller waits on asleep (a worker slower
+ * than the spin), and both in a row, mixed with tasks posted back to back. A lost wake-up hangs
+ * here; a task run twice or not at all shows in the counts. */
+static void test_thread_pool_wakes_sleeping_threads(void **state) {
+    (void)state;
+    for (int threads = 2; threads <= 4; threads++) {
+        eng_pool *p;
+        dp_err err = {0};
+        assert_int_equal(eng_pool_new(threads, &p, &err), DP_OK);
+        sleepy_ctx c = {0};
+        int want = 0;
+        for (int round = 0; round < 24; round++) {
+            c.slow = round % 3 == 1 ? threads - 1 : -1;
+            if (round % 2 == 0) dp_sleep_ms(5); /* longer than the workers' spin: they sleep */
+            eng_pool_run(p, sleepy_task, &c);
+            want++;
+            for (int b = 0; b < round % 4; b++, want++) eng_pool_run(p, sleepy_task, &c);
+            for (int t = 0; t < threads; t++) assert_int_equal(atomic_load(&c.runs[t]), want);
+        }
+        eng_pool_free(p);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_thread_pool_runs_every_slice_once),
         cmocka_unit_test(test_claimed_runs_cover_every_item_once),
+        cmocka_unit_test(test_thread_pool_wakes_sleeping_threads),
     };
     return cmocka_run_group_tests_name("threadpool", tests, NULL, NULL);
 }
