@@ -26,6 +26,7 @@
 #include "cli.h"
 #include "engine.h"
 #include "exit_codes.h"
+#include "batch_request.h"
 #include "platform.h"
 #include "scheduler.h"
 #include "utf8.h"
@@ -35,31 +36,21 @@ bool pl_parse_device(const char *v, int *out);
 #define PIECE PL_SCHED_PIECE
 
 typedef struct req {
-    char *custom_id;
-    int line;
-    bool chat;
+    pl_batch_req b;           /* the line as read (custom_id, line, sampling, stop) */
     eng_tokens prompt;
-    int32_t max_tokens;
-    eng_sampler_params sp;
-    char **stop;
-    size_t n_stop;
-    char *err_code, *err_msg;   /* set when the request is refused */
+    char *err_code, *err_msg; /* set when the request is refused */
 } req;
 
 static void req_free(req *r) {
     if (!r) return;
-    free(r->custom_id);
+    pl_batch_req_free(&r->b);
     eng_tokens_free(&r->prompt);
-    for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
-    free(r->stop);
     free(r->err_code);
     free(r->err_msg);
     free(r);
 }
 
-static req *refuse(req *r, const char *code, const char *fmt, const char *detail) {
-    char msg[DP_ERR_MSG_MAX + 256];
-    snprintf(msg, sizeof(msg), fmt, r->line, detail ? detail : "");
+static req *refuse(req *r, const char *code, const char *msg) {
     r->err_code = strdup(code);
     r->err_msg = strdup(msg);
     return r;
@@ -69,110 +60,35 @@ static req *refuse(req *r, const char *code, const char *fmt, const char *detail
 static req *parse_request(const eng_model *m, const char *line, size_t len, int lineno, int32_t n_ctx, bool think) {
     req *r = calloc(1, sizeof(*r));
     if (!r) return NULL;
-    r->line = lineno;
-    r->sp = eng_sampler_default_params();
-    r->sp.temp = 1.0f; /* OpenAI's defaults */
-    r->sp.top_k = 0;
-    r->sp.top_p = 1.0f;
-    r->sp.min_p = 0.0f;
-    r->max_tokens = 256;
-    json_error_t je;
-    json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
-    if (!o || !json_is_object(o)) {
-        json_decref(o);
-        r->custom_id = strdup("");
-        return refuse(r, "invalid_request", "line %d: not a JSON object%s", o ? "" : " (invalid JSON)");
-    }
-    const char *cid = json_string_value(json_object_get(o, "custom_id"));
-    const char *url = json_string_value(json_object_get(o, "url"));
-    json_t *body = json_object_get(o, "body");
-    r->custom_id = strdup(cid ? cid : "");
-    if (!cid) goto bad_field_cid;
-    if (!url || (strcmp(url, "/v1/chat/completions") && strcmp(url, "/v1/completions")) || !json_is_object(body)) {
-        json_decref(o);
-        return refuse(r, "invalid_request", "line %d: url must be /v1/chat/completions or /v1/completions with an "
-                      "object body%s", NULL);
-    }
-    r->chat = !strcmp(url, "/v1/chat/completions");
-    json_t *v;
-    if ((v = json_object_get(body, "max_tokens")) || (v = json_object_get(body, "max_completion_tokens"))) {
-        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > n_ctx) goto bad_field;
-        r->max_tokens = (int32_t)json_integer_value(v);
-    }
-    if ((v = json_object_get(body, "temperature"))) {
-        if (!json_is_number(v) || json_number_value(v) < 0) goto bad_field;
-        r->sp.temp = (float)json_number_value(v);
-    }
-    if ((v = json_object_get(body, "top_p"))) r->sp.top_p = json_is_number(v) ? (float)json_number_value(v) : 1.0f;
-    if ((v = json_object_get(body, "top_k"))) r->sp.top_k = json_is_integer(v) ? (int32_t)json_integer_value(v) : 0;
-    if ((v = json_object_get(body, "min_p"))) r->sp.min_p = json_is_number(v) ? (float)json_number_value(v) : 0.0f;
-    if ((v = json_object_get(body, "presence_penalty")) && json_is_number(v))
-        r->sp.presence_penalty = (float)json_number_value(v);
-    if ((v = json_object_get(body, "frequency_penalty")) && json_is_number(v))
-        r->sp.frequency_penalty = (float)json_number_value(v);
-    /* a request's RNG depends on its seed and custom_id only, never on its neighbours */
-    uint64_t seed = 0xcbf29ce484222325ull;
-    for (const char *c = r->custom_id; *c; c++) seed = (seed ^ (uint8_t)*c) * 0x100000001b3ull;
-    if ((v = json_object_get(body, "seed")) && json_is_integer(v)) seed ^= (uint64_t)json_integer_value(v) * 0x9E3779B97F4A7C15ull;
-    r->sp.seed = seed;
-    if ((v = json_object_get(body, "stop"))) {
-        size_t n = json_is_array(v) ? json_array_size(v) : 1;
-        r->stop = calloc(n, sizeof(char *));
-        for (size_t i = 0; i < n; i++) {
-            json_t *s = json_is_array(v) ? json_array_get(v, i) : v;
-            if (!json_is_string(s) || !json_string_length(s)) goto bad_field;
-            r->stop[r->n_stop++] = strdup(json_string_value(s));
-        }
-    }
-    const eng_tokenizer *tok = eng_model_get_tokenizer(m);
     dp_err err = {0};
-    if (r->chat) {
-        json_t *msgs = json_object_get(body, "messages");
-        size_t n = json_array_size(msgs);
-        if (!n) goto bad_field;
-        eng_chat_msg *cm = calloc(n, sizeof(*cm));
-        for (size_t i = 0; i < n; i++) {
-            json_t *e = json_array_get(msgs, i);
-            cm[i].role = json_string_value(json_object_get(e, "role"));
-            cm[i].content = json_string_value(json_object_get(e, "content"));
-            if (!cm[i].role || !cm[i].content) {
-                free(cm);
-                goto bad_field;
-            }
-        }
+    if (pl_batch_req_parse(line, len, lineno, n_ctx, &r->b, &err)) return refuse(r, "invalid_request", err.msg);
+    const eng_tokenizer *tok = eng_model_get_tokenizer(m);
+    dp_status st;
+    if (r->b.chat) {
+        eng_chat_msg *cm = calloc(r->b.n_msgs, sizeof(*cm));
+        if (!cm) return refuse(r, "invalid_request", "out of memory");
+        for (size_t i = 0; i < r->b.n_msgs; i++) cm[i] = (eng_chat_msg){r->b.msgs[i].role, r->b.msgs[i].content};
         dp_buf b;
         dp_buf_init(&b, (size_t)1 << 28);
-        dp_status st = eng_chat_render(eng_model_chat_kind(m), cm, n, true, think, &b, &err);
+        st = eng_chat_render(eng_model_chat_kind(m), cm, r->b.n_msgs, true, think, &b, &err);
         free(cm);
         if (!st) st = eng_tokenize(tok, NULL, (const char *)b.data, b.len, true, true, &r->prompt, &err);
         dp_buf_free(&b);
-        if (st) {
-            json_decref(o);
-            return refuse(r, "invalid_request", "line %d: %s", err.msg);
-        }
     } else {
-        const char *p = json_string_value(json_object_get(body, "prompt"));
-        if (!p) goto bad_field;
-        if (eng_tokenize(tok, NULL, p, strlen(p), true, true, &r->prompt, &err)) {
-            json_decref(o);
-            return refuse(r, "invalid_request", "line %d: %s", err.msg);
-        }
+        st = eng_tokenize(tok, NULL, r->b.prompt, strlen(r->b.prompt), true, true, &r->prompt, &err);
     }
-    json_decref(o);
+    char msg[DP_ERR_MSG_MAX + 64];
+    if (st) {
+        snprintf(msg, sizeof(msg), "line %d: %s", lineno, err.msg);
+        return refuse(r, "invalid_request", msg);
+    }
     if (r->prompt.n == 0 || (int64_t)r->prompt.n + 1 > n_ctx) {
-        char d[64];
-        snprintf(d, sizeof(d), "%zu", r->prompt.n);
-        return refuse(r, "context_length_exceeded", "line %d: the prompt has %s tokens; it cannot fit the context", d);
+        snprintf(msg, sizeof(msg), "line %d: the prompt has %zu tokens; it cannot fit the context of %d", lineno,
+                 r->prompt.n, (int)n_ctx);
+        return refuse(r, "context_length_exceeded", msg);
     }
-    if ((int64_t)r->prompt.n + r->max_tokens > n_ctx) r->max_tokens = n_ctx - (int32_t)r->prompt.n;
+    if ((int64_t)r->prompt.n + r->b.max_tokens > n_ctx) r->b.max_tokens = n_ctx - (int32_t)r->prompt.n;
     return r;
-bad_field_cid:
-    json_decref(o);
-    return refuse(r, "invalid_request", "line %d: custom_id (a string) is required%s", NULL);
-bad_field:
-    json_decref(o);
-    return refuse(r, "invalid_request", "line %d: malformed body (messages/prompt, max_tokens, temperature or stop)%s",
-                  NULL);
 }
 
 static void write_line(FILE *out, json_t *o) {
@@ -189,12 +105,12 @@ static void write_error(FILE *out, const req *r, long *n_id) {
     char id[64];
     snprintf(id, sizeof(id), "batch_req_%ld", ++*n_id);
     json_object_set_new(o, "id", json_string(id));
-    json_object_set_new(o, "custom_id", json_string(r->custom_id));
+    json_object_set_new(o, "custom_id", json_string(r->b.custom_id));
     json_object_set_new(o, "response", json_null());
     json_t *e = json_object();
     json_object_set_new(e, "code", json_string(r->err_code));
     json_object_set_new(e, "message", json_string(r->err_msg));
-    json_object_set_new(e, "line", json_integer(r->line));
+    json_object_set_new(e, "line", json_integer(r->b.line));
     json_object_set_new(o, "error", e);
     write_line(out, o);
 }
@@ -256,9 +172,9 @@ static void write_result(void *cb, const pl_gen_out *g) {
     snprintf(id, sizeof(id), "batch_req_%ld", ++br->n_id);
     json_t *o = json_object(), *resp = json_object(), *body = json_object(), *ch = json_object();
     json_object_set_new(o, "id", json_string(id));
-    json_object_set_new(o, "custom_id", json_string(r->custom_id));
+    json_object_set_new(o, "custom_id", json_string(r->b.custom_id));
     json_object_set_new(resp, "status_code", json_integer(200));
-    json_object_set_new(body, "object", json_string(r->chat ? "chat.completion" : "text_completion"));
+    json_object_set_new(body, "object", json_string(r->b.chat ? "chat.completion" : "text_completion"));
     json_object_set_new(body, "model", json_string(br->model));
     /* random or cut-off output may hold invalid UTF-8: repair it (U+FFFD) rather than lose it */
     uint8_t *fixed = malloc(3 * g->len + 1);
@@ -266,7 +182,7 @@ static void write_result(void *cb, const pl_gen_out *g) {
     json_t *text = json_stringn(fixed ? (const char *)fixed : "", fl);
     free(fixed);
     json_object_set_new(ch, "index", json_integer(0));
-    if (r->chat) {
+    if (r->b.chat) {
         json_t *msg = json_object();
         json_object_set_new(msg, "role", json_string("assistant"));
         json_object_set_new(msg, "content", text);
@@ -360,6 +276,7 @@ int pl_cmd_batch(int argc, char **argv) {
     const char *mname = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
     batch_run br = {out, mname, 0, 0};
     pl_sched *sch = NULL;
+    json_t *seen = json_object(); /* custom_id -> the line that used it first */
     long n_err = 0;
     size_t pos = 0;
     int lineno = 0;
@@ -377,10 +294,21 @@ int pl_cmd_batch(int argc, char **argv) {
             if (!r) {
                 if (!(ls = next_line(data, len, &pos, &lineno, &ll))) break;
                 if (!ll || !(r = parse_request(m, ls, ll, lineno, (int32_t)n_ctx, think))) continue;
+                /* results are matched to requests by custom_id, so it must be unique (as the
+                 * Batch API requires): a later line with a used one is refused */
+                json_t *first = *r->b.custom_id ? json_object_get(seen, r->b.custom_id) : NULL;
+                if (first && !r->err_code) {
+                    char msg[256];
+                    snprintf(msg, sizeof(msg), "line %d: custom_id \"%.64s\" is already used on line %d", lineno,
+                             r->b.custom_id, (int)json_integer_value(first));
+                    refuse(r, "invalid_request", msg);
+                } else if (!first && *r->b.custom_id) {
+                    json_object_set_new(seen, r->b.custom_id, json_integer(lineno));
+                }
             }
             if (!r->err_code) {
-                pl_gen_req g = {r->prompt.ids, (int32_t)r->prompt.n, r->max_tokens, r->sp,
-                                (const char *const *)r->stop, r->n_stop, r};
+                pl_gen_req g = {r->prompt.ids, (int32_t)r->prompt.n, r->b.max_tokens, r->b.sp,
+                                (const char *const *)r->b.stop, r->b.n_stop, r};
                 dp_status a = pl_sched_admit(sch, &g, &err);
                 if (a == DP_EBUSY) { /* wait for finished requests to free KV blocks */
                     waiting = r;
@@ -414,6 +342,7 @@ fail:
     rc = PL_EXIT_CONFIG;
 done:
     req_free(waiting);
+    json_decref(seen);
     if (sch) pl_sched_cancel_all(sch, drop_req);
     pl_sched_free(sch);
     if (fclose(out) != 0) rc = PL_EXIT_IOERR;

@@ -145,6 +145,45 @@ static void test_batch_waits_for_kv_blocks_and_refuses_what_never_fits(void **st
     assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --mem 64K", model, in, out[0]), 78);
 }
 
+/* custom_id is how results are matched to requests: a line that reuses one is refused, naming
+ * the first, and the first still runs; lines refused as malformed also say which field. */
+static void test_batch_refuses_a_reused_custom_id(void **state) {
+    (void)state;
+    char model[256], in[256], out[256];
+    snprintf(model, sizeof(model), "%s", tu_tmp("qwen3"));
+    assert_int_equal(tu_run(NULL, "make-test-model --arch qwen3 --out '%s'", model), 0);
+    snprintf(in, sizeof(in), "%s", tu_tmp("dup-req.jsonl"));
+    snprintf(out, sizeof(out), "%s", tu_tmp("dup-out.jsonl"));
+    FILE *f = fopen(in, "w");
+    fprintf(f, "{\"custom_id\": \"a\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"One\", \"max_tokens\": 3}}\n\n"
+               "{\"custom_id\": \"a\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"Two\", \"max_tokens\": 3}}\n"
+               "{\"custom_id\": \"b\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"Three\", \"top_p\": 7}}\n");
+    fclose(f);
+    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --seqs 2 -c 256 -t 1", model, in, out), 3);
+    f = fopen(out, "r");
+    assert_non_null(f);
+    char line[4096];
+    int n = 0, ok = 0;
+    bool dup = false, top_p = false;
+    while (fgets(line, sizeof(line), f)) {
+        json_error_t je;
+        json_t *o = json_loads(line, JSON_ALLOW_NUL, &je);
+        assert_non_null(o);
+        n++;
+        const char *msg = json_string_value(json_object_get(json_object_get(o, "error"), "message"));
+        json_int_t ln = json_integer_value(json_object_get(json_object_get(o, "error"), "line"));
+        if (!msg) ok++;
+        else if (ln == 3) dup = strstr(msg, "line 3: custom_id \"a\" is already used on line 1") != NULL;
+        else if (ln == 4) top_p = strstr(msg, "line 4: body.top_p must be") != NULL;
+        json_decref(o);
+    }
+    fclose(f);
+    assert_int_equal(n, 3);
+    assert_int_equal(ok, 1);
+    assert_true(dup);
+    assert_true(top_p);
+}
+
 static void test_batch_usage_errors(void **state) {
     (void)state;
     assert_int_equal(tu_run(NULL, "batch -m x.gguf"), 64);
@@ -158,6 +197,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_results_do_not_depend_on_batching),
         cmocka_unit_test(test_batch_waits_for_kv_blocks_and_refuses_what_never_fits),
+        cmocka_unit_test(test_batch_refuses_a_reused_custom_id),
         cmocka_unit_test(test_batch_usage_errors),
     };
     return cmocka_run_group_tests_name("batch", tests, NULL, NULL);
