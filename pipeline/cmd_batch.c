@@ -17,6 +17,7 @@
  * what else is in the step, so a request computes exactly the same numbers alone or among 63
  * others: its output does not depend on batch composition or admission order.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,16 +92,20 @@ static req *parse_request(const eng_model *m, const char *line, size_t len, int 
     return r;
 }
 
-static void write_line(FILE *out, json_t *o) {
+/* One result line, flushed (a line is whole in the file once the call returns); 0 or the
+ * errno of a failed write, so a full disk stops the run at once instead of after every request
+ * has been computed for nothing. */
+static int write_line(FILE *out, json_t *o) {
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    fputs(s, out);
-    fputc('\n', out);
-    fflush(out);
-    free(s);
     json_decref(o);
+    if (!s) return ENOMEM;
+    errno = 0;
+    const bool ok = fputs(s, out) >= 0 && fputc('\n', out) != EOF && fflush(out) == 0;
+    free(s);
+    return ok ? 0 : errno ? errno : EIO;
 }
 
-static void write_error(FILE *out, const req *r, long *n_id) {
+static int write_error(FILE *out, const req *r, long *n_id) {
     json_t *o = json_object();
     char id[64];
     snprintf(id, sizeof(id), "batch_req_%ld", ++*n_id);
@@ -112,7 +117,7 @@ static void write_error(FILE *out, const req *r, long *n_id) {
     json_object_set_new(e, "message", json_string(r->err_msg));
     json_object_set_new(e, "line", json_integer(r->b.line));
     json_object_set_new(o, "error", e);
-    write_line(out, o);
+    return write_line(out, o);
 }
 
 static void drop_req(void *r) { req_free(r); }
@@ -163,6 +168,7 @@ typedef struct batch_run {
     FILE *out;
     const char *model;
     long n_id, n_ok;
+    int werr; /* the errno of the first failed write, 0 while none failed */
 } batch_run;
 
 static void write_result(void *cb, const pl_gen_out *g) {
@@ -202,8 +208,9 @@ static void write_result(void *cb, const pl_gen_out *g) {
     json_object_set_new(resp, "body", body);
     json_object_set_new(o, "response", resp);
     json_object_set_new(o, "error", json_null());
-    write_line(br->out, o);
-    br->n_ok++;
+    const int e = write_line(br->out, o);
+    if (e && !br->werr) br->werr = e;
+    br->n_ok += !e;
     req_free(r);
 }
 
@@ -274,7 +281,7 @@ int pl_cmd_batch(int argc, char **argv) {
         return PL_EXIT_CANTCREAT;
     }
     const char *mname = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
-    batch_run br = {out, mname, 0, 0};
+    batch_run br = {out, mname, 0, 0, 0};
     pl_sched *sch = NULL;
     json_t *seen = json_object(); /* custom_id -> the line that used it first */
     long n_err = 0;
@@ -324,11 +331,15 @@ int pl_cmd_batch(int argc, char **argv) {
                     continue;
                 }
             }
-            write_error(out, r, &br.n_id);
+            const int e = write_error(out, r, &br.n_id);
+            if (e && !br.werr) br.werr = e;
             n_err++;
             req_free(r);
+            if (br.werr) break;
         }
+        if (br.werr) goto write_failed;
         dp_status st = pl_sched_step(sch, write_result, &br, &err);
+        if (br.werr) goto write_failed;
         if (st == DP_EOF && !waiting) break;
         if (st) goto fail;
     }
@@ -340,6 +351,10 @@ int pl_cmd_batch(int argc, char **argv) {
 fail:
     fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
     rc = PL_EXIT_CONFIG;
+    goto done;
+write_failed:
+    fprintf(stderr, "docpipe batch: cannot write %s: %s; stopped\n", outp, strerror(br.werr));
+    rc = PL_EXIT_IOERR;
 done:
     req_free(waiting);
     json_decref(seen);

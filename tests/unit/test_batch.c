@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* custom_id -> "text|finish" or "error:code" */
 static json_t *load_results(const char *path, int *n_lines) {
@@ -182,6 +183,9 @@ static void test_batch_refuses_a_reused_custom_id(void **state) {
     assert_int_equal(ok, 1);
     assert_true(dup);
     assert_true(top_p);
+    /* a results file that cannot be written stops the run with 74 rather than computing on */
+    if (access("/dev/full", W_OK) == 0)
+        assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o /dev/full -c 256 -t 1", model, in), 74);
 }
 
 static void test_batch_usage_errors(void **state) {
