@@ -20,8 +20,8 @@ void pl_batch_req_free(pl_batch_req *r) {
     if (!r) return;
     free(r->custom_id);
     for (size_t i = 0; i < r->n_msgs; i++) {
-        free(r->msgs[i].role);
-        free(r->msgs[i].content);
+        free((char *)r->msgs[i].role); /* owned: const only in eng_chat_msg */
+        free((char *)r->msgs[i].content);
     }
     free(r->msgs);
     free(r->prompt);
@@ -67,12 +67,15 @@ static json_t *field(json_t *body, const char *name) {
     return json_is_null(v) ? NULL : v;
 }
 
-/* A string without U+0000 (the strings go on as C strings), copied into *out. */
+/* The strings go on as C strings: one holding U+0000 (JSON_ALLOW_NUL lets it through the parser,
+ * so that it can be refused by name) would be cut short. */
+static bool holds_nul(const json_t *v) { return strlen(json_string_value(v)) != json_string_length(v); }
+
+/* A string without U+0000, copied into *out. */
 static dp_status text(json_t *v, const char *what, int line, char **out, dp_err *err) {
     char d[64];
     if (!json_is_string(v)) return refuse(err, line, "%s must be a string, not %s", what, describe(v, d, sizeof(d)));
-    if (strlen(json_string_value(v)) != json_string_length(v))
-        return refuse(err, line, "%s holds a NUL character (\\u0000)", what);
+    if (holds_nul(v)) return refuse(err, line, "%s holds a NUL character (\\u0000)", what);
     if (!(*out = strdup(json_string_value(v)))) return dp_err_set(err, DP_ENOMEM, "out of memory");
     return DP_OK;
 }
@@ -114,7 +117,7 @@ static dp_status content(json_t *v, size_t i, int line, char **out, dp_err *err)
             return refuse(err, line, "%s[%zu] must be {\"type\": \"text\", \"text\": string}, not %s", what, k,
                           describe(part, d, sizeof(d)));
         }
-        if (strlen(json_string_value(t)) != json_string_length(t)) {
+        if (holds_nul(t)) {
             dp_buf_free(&b);
             return refuse(err, line, "%s[%zu].text holds a NUL character (\\u0000)", what, k);
         }
@@ -147,11 +150,14 @@ static dp_status messages(json_t *body, pl_batch_req *r, dp_err *err) {
     json_array_foreach(msgs, i, e) {
         char what[64];
         if (!json_is_object(e)) return refuse(err, r->line, "body.messages[%zu] must be an object", i);
-        pl_batch_msg *m = &r->msgs[r->n_msgs++];
+        eng_chat_msg *m = &r->msgs[r->n_msgs++];
+        char *role = NULL, *content_text = NULL;
         snprintf(what, sizeof(what), "body.messages[%zu].role", i);
-        if (text(json_object_get(e, "role"), what, r->line, &m->role, err)) return err->code;
-        if (!strcmp(m->role, "developer")) strcpy(m->role, "system"); /* OpenAI's newer name for it */
-        if (content(json_object_get(e, "content"), i, r->line, &m->content, err)) return err->code;
+        if (text(json_object_get(e, "role"), what, r->line, &role, err)) return err->code;
+        if (!strcmp(role, "developer")) strcpy(role, "system"); /* OpenAI's newer name for it */
+        m->role = role;
+        if (content(json_object_get(e, "content"), i, r->line, &content_text, err)) return err->code;
+        m->content = content_text;
     }
     return DP_OK;
 }
@@ -228,8 +234,8 @@ dp_status pl_batch_req_parse(const char *line, size_t len, int lineno, int32_t n
         r->custom_id = strdup("");
         return dp_err_set(err, DP_EINVAL, "line %d, column %d: not valid JSON: %s", lineno, je.column, je.text);
     }
-    const char *cid = json_string_value(json_object_get(o, "custom_id"));
-    r->custom_id = strdup(cid && strlen(cid) == json_string_length(json_object_get(o, "custom_id")) ? cid : "");
+    json_t *cid = json_object_get(o, "custom_id");
+    r->custom_id = strdup(json_is_string(cid) && !holds_nul(cid) ? json_string_value(cid) : "");
     if (!r->custom_id) {
         json_decref(o);
         return dp_err_set(err, DP_ENOMEM, "out of memory");

@@ -13,19 +13,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chat.h"
 #include "sampler.h"
 #include "status.h"
-
-typedef struct pl_batch_msg {
-    char *role;    /* "system" (also for OpenAI's "developer"), "user", "assistant" */
-    char *content; /* a string, or the text parts of a list joined by "\n" */
-} pl_batch_msg;
 
 typedef struct pl_batch_req {
     char *custom_id; /* "" where the line has none (it is then refused) */
     int line;
     bool chat; /* /v1/chat/completions (msgs) or /v1/completions (prompt) */
-    pl_batch_msg *msgs;
+    eng_chat_msg *msgs; /* owned strings: role "system" also for OpenAI's "developer"; content a
+                         * string, or the text parts of a list joined by "\n" */
     size_t n_msgs;
     char *prompt;
     int32_t max_tokens;    /* default 256 */

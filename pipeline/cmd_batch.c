@@ -66,23 +66,19 @@ static req *parse_request(const eng_model *m, const char *line, size_t len, int 
     const eng_tokenizer *tok = eng_model_get_tokenizer(m);
     dp_status st;
     if (r->b.chat) {
-        eng_chat_msg *cm = calloc(r->b.n_msgs, sizeof(*cm));
-        if (!cm) return refuse(r, "invalid_request", "out of memory");
-        for (size_t i = 0; i < r->b.n_msgs; i++) cm[i] = (eng_chat_msg){r->b.msgs[i].role, r->b.msgs[i].content};
         dp_buf b;
         dp_buf_init(&b, (size_t)1 << 28);
-        st = eng_chat_render(eng_model_chat_kind(m), cm, r->b.n_msgs, true, think, &b, &err);
-        free(cm);
+        st = eng_chat_render(eng_model_chat_kind(m), r->b.msgs, r->b.n_msgs, true, think, &b, &err);
         if (!st) st = eng_tokenize(tok, NULL, (const char *)b.data, b.len, true, true, &r->prompt, &err);
         dp_buf_free(&b);
     } else {
         st = eng_tokenize(tok, NULL, r->b.prompt, strlen(r->b.prompt), true, true, &r->prompt, &err);
     }
-    char msg[DP_ERR_MSG_MAX + 64];
     if (st) {
-        snprintf(msg, sizeof(msg), "line %d: %s", lineno, err.msg);
-        return refuse(r, "invalid_request", msg);
+        dp_err_prefix(&err, "line %d", lineno);
+        return refuse(r, "invalid_request", err.msg);
     }
+    char msg[128];
     if (r->prompt.n == 0 || (int64_t)r->prompt.n + 1 > n_ctx) {
         snprintf(msg, sizeof(msg), "line %d: the prompt has %zu tokens; it cannot fit the context of %d", lineno,
                  r->prompt.n, (int)n_ctx);
