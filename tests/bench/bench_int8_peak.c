@@ -10,6 +10,14 @@
  *     multiply-adds each) and 8 16-bit adds into 8 chains. What the GEMM reaches beyond this is
  *     lost to unpacking, scales and the float fold.
  *
+ *   - AMX (where the CPU has it and the OS grants the tile state): the tile unit alone, the
+ *     two things a 16-token AMX GEMM step asks of it: one tile multiply (16 x 16 x 64 int8,
+ *     16,384 multiply-adds) into 4 independent accumulators, and one 1 KB tile load from L1,
+ *     each timed on its own and as the GEMM mixes them (2 loads per 2 multiplies). On the
+ *     shared VMs measured the multiply took 7.4 ns in some minutes and 18 ns in others (the
+ *     physical core's other thread is not ours), which moves the 16-sequence decode with it:
+ *     run this right before `docpipe bench` to know which kind of minute it was.
+ *
  *   tests/bench/bench_int8_peak [GMACS_PER_TOKEN]
  *
  * Not a test: on CPUs with neither it says so and exits 0.
@@ -78,6 +86,77 @@ __attribute__((target("avx2"))) static double avx2_macs_per_s(void) {
     return (double)n * 16 * 8 * 32 / t;
 }
 
+#if defined(__x86_64__) && defined(__has_include)
+#if __has_include(<amxtileintrin.h>)
+#define HAVE_AMX_PROBE 1
+#endif
+#endif
+
+#ifdef HAVE_AMX_PROBE
+#include <cpuid.h>
+
+/* AMX-TILE and AMX-INT8 (CPUID 7.0 EDX bits 24, 25), the OS saving the tile state (XCR0 bits
+ * 17-18) and its permission for this process, as kernels_dispatch.c asks. */
+static bool amx_usable(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) return false;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 0x60000u) == 0x60000u && dp_cpu_request_amx();
+}
+
+/* Nanoseconds per tile multiply, per tile load, and per load + multiply as the GEMM issues them
+ * (a weight tile loaded into one of two registers while the other one's multiply runs). */
+typedef struct amx_rates {
+    double mul_ns, load_ns, mixed_ns;
+} amx_rates;
+
+__attribute__((target("amx-tile,amx-int8"))) static amx_rates amx_probe(void) {
+    static const alignas(64) struct {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } cfg = {1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
+    static alignas(64) uint8_t buf[16][1024];
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 1024; j++) buf[i][j] = (uint8_t)(i + j);
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+    _tile_loadd(4, buf[0], 64);
+    _tile_loadd(5, buf[1], 64);
+    _tile_loadd(6, buf[2], 64);
+    _tile_loadd(7, buf[3], 64);
+    const long n = 200000;
+    amx_rates r;
+    double t0 = now();
+    for (long i = 0; i < n; i++) {
+        _tile_dpbusd(0, 4, 6);
+        _tile_dpbusd(1, 5, 7);
+        _tile_dpbusd(2, 4, 7);
+        _tile_dpbusd(3, 5, 6);
+    }
+    r.mul_ns = (now() - t0) * 1e9 / (4.0 * (double)n);
+    t0 = now();
+    for (long i = 0; i < n; i++) {
+        const uint8_t *p = buf[8 + (i & 7)];
+        __asm__("" : "+r"(p)); /* a fresh address each time, as the GEMM's decoded tiles */
+        _tile_loadd(4, p, 64);
+    }
+    r.load_ns = (now() - t0) * 1e9 / (double)n;
+    t0 = now();
+    for (long i = 0; i < n; i++) {
+        const uint8_t *p = buf[8 + (2 * i & 7)];
+        __asm__("" : "+r"(p));
+        _tile_loadd(4, p, 64);
+        _tile_dpbusd(0, 4, 6);
+        _tile_loadd(5, p + 1024, 64);
+        _tile_dpbusd(1, 5, 6);
+    }
+    r.mixed_ns = (now() - t0) * 1e9 / (2.0 * (double)n);
+    _tile_release();
+    return r;
+}
+#endif
+
 int main(int argc, char **argv) {
     const double gmacs = argc > 1 ? atof(argv[1]) : 3.63;
     __builtin_cpu_init();
@@ -94,5 +173,18 @@ int main(int argc, char **argv) {
     if (vnni) printf("vpdpbusd zmm, 1 thread: %.1f G int8 multiply-adds/s (%.0f GOPS)\n", best / 1e9, 2 * best / 1e9);
     else printf("AVX2 GEMM inner loop (vpmaddubsw + vpaddw), 1 thread: %.1f G int8 multiply-adds/s\n", best / 1e9);
     printf("ceiling for %.2f G multiply-adds per token: %.1f tok/s per thread\n", gmacs, best / (gmacs * 1e9));
+#ifdef HAVE_AMX_PROBE
+    if (amx_usable()) {
+        amx_rates a = amx_probe();
+        for (int r = 1; r < 3; r++) { /* the best of three of each */
+            const amx_rates b = amx_probe();
+            a.mul_ns = b.mul_ns < a.mul_ns ? b.mul_ns : a.mul_ns;
+            a.load_ns = b.load_ns < a.load_ns ? b.load_ns : a.load_ns;
+            a.mixed_ns = b.mixed_ns < a.mixed_ns ? b.mixed_ns : a.mixed_ns;
+        }
+        printf("AMX tile multiply (16x16x64 int8), 1 thread: %.1f ns (%.0f G int8 multiply-adds/s)\n", a.mul_ns, 16384 / a.mul_ns);
+        printf("AMX tile load (1 KB from L1): %.1f ns; load + multiply as the GEMM issues them: %.1f ns\n", a.load_ns, a.mixed_ns);
+    }
+#endif
     return 0;
 }
