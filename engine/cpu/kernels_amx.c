@@ -26,8 +26,9 @@
  *   tile for every group of 16 tokens. A block's multiply is issued a step at a time between the
  *   rows of a later block's decode, so the two overlap (see decode_block_k).
  * - One group (a decode step of up to 16 sequences): row tiles go in panels that keep a block's
- *   activation tiles loaded (panel_k). On the Sapphire Rapids VMs measured, a tile load (~9 ns)
- *   does not overlap a multiply (~18 ns), so loads saved are time saved. For a few tokens the AVX-512 GEMM is faster (a tile
+ *   activation tiles loaded (panel_k). On the Sapphire Rapids VMs measured, a tile load (8-9 ns)
+ *   does not overlap a multiply (16-18 ns) in the minutes the tile unit runs slow (in the fast
+ *   ones both take ~7.5 ns together: tests/bench/bench_int8_peak), so loads saved are time saved. For a few tokens the AVX-512 GEMM is faster (a tile
  *   multiply costs the same for 1 token as for 16) and runs instead: the same bits.
  * - Tile state: each call loads its tile configuration and releases the tiles before returning,
  *   so a pool thread carries no tile state into a context switch (the kernel saves 8 KB of tile
