@@ -15,8 +15,8 @@
  *     16,384 multiply-adds) into 4 independent accumulators, and one 1 KB tile load from L1,
  *     each timed on its own and as the GEMM mixes them (2 loads per 2 multiplies). On the
  *     shared VMs measured the multiply took 7.4 ns in some minutes and 18 ns in others (the
- *     physical core's other thread is not ours), which moves the 16-sequence decode with it:
- *     run this right before `docpipe bench` to know which kind of minute it was.
+ *     host's other load, which we cannot see), which moves the 16-sequence decode with it: run
+ *     this right before and after `docpipe bench` to know which kind of minutes it ran in.
  *
  *   tests/bench/bench_int8_peak [GMACS_PER_TOKEN]
  *
