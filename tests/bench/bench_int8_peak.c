@@ -10,7 +10,7 @@
  *     multiply-adds each) and 8 16-bit adds into 8 chains. What the GEMM reaches beyond this is
  *     lost to unpacking, scales and the float fold.
  *
- *   - AMX (where the CPU has it and the OS grants the tile state): the tile unit alone, the
+ *   - AMX (where the engine would use it, eng_cpu_amx): the tile unit alone, the
  *     two things a 16-token AMX GEMM step asks of it: one tile multiply (16 x 16 x 64 int8,
  *     16,384 multiply-adds) into 4 independent accumulators, and one 1 KB tile load from L1,
  *     each timed on its own and as the GEMM mixes them (2 loads per 2 multiplies). On the
@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "kernels.h"
 #include "platform.h"
 
 static double now(void) { return (double)dp_time_ns() * 1e-9; }
@@ -93,18 +94,6 @@ __attribute__((target("avx2"))) static double avx2_macs_per_s(void) {
 #endif
 
 #ifdef HAVE_AMX_PROBE
-#include <cpuid.h>
-
-/* AMX-TILE and AMX-INT8 (CPUID 7.0 EDX bits 24, 25), the OS saving the tile state (XCR0 bits
- * 17-18) and its permission for this process, as kernels_dispatch.c asks. */
-static bool amx_usable(void) {
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) return false;
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return (lo & 0x60000u) == 0x60000u && dp_cpu_request_amx();
-}
-
 /* Nanoseconds per tile multiply, per tile load, and per load + multiply as the GEMM issues them
  * (a weight tile loaded into one of two registers while the other one's multiply runs). */
 typedef struct amx_rates {
@@ -174,7 +163,7 @@ int main(int argc, char **argv) {
     else printf("AVX2 GEMM inner loop (vpmaddubsw + vpaddw), 1 thread: %.1f G int8 multiply-adds/s\n", best / 1e9);
     printf("ceiling for %.2f G multiply-adds per token: %.1f tok/s per thread\n", gmacs, best / (gmacs * 1e9));
 #ifdef HAVE_AMX_PROBE
-    if (amx_usable()) {
+    if (eng_cpu_amx()) { /* the engine's own check: CPUID, XCR0, the OS's permission, DOCPIPE_NO_AMX */
         amx_rates a = amx_probe();
         for (int r = 1; r < 3; r++) { /* the best of three of each */
             const amx_rates b = amx_probe();
