@@ -8,7 +8,10 @@
  *   - AVX2: the inner loop of gemm_avx2.c with nothing around it: per column of 4 values, two
  *     32-byte weight loads (16 rows) from L1, four broadcast tokens, 8 vpmaddubsw (32
  *     multiply-adds each) and 8 16-bit adds into 8 chains. What the GEMM reaches beyond this is
- *     lost to unpacking, scales and the float fold.
+ *     lost to unpacking, scales and the float fold. Beside it, vpmaddubsw alone (8 independent
+ *     chains, no adds, no loads): the rate the CPU issues the instruction at, which no int8
+ *     product built on it can pass; the loop's share of it is what the 16-bit adds and the
+ *     broadcasts cost.
  *
  *   - AMX (where the engine would use it, eng_cpu_amx): the tile unit alone, the
  *     two things a 16-token AMX GEMM step asks of it: one tile multiply (16 x 16 x 64 int8,
@@ -87,6 +90,34 @@ __attribute__((target("avx2"))) static double avx2_macs_per_s(void) {
     return (double)n * 16 * 8 * 32 / t;
 }
 
+/* vpmaddubsw back to back on 8 independent registers (named, so none of them lives on the
+ * stack): 32 multiply-adds each. */
+__attribute__((target("avx2"))) static double avx2_maddubs_per_s(void) {
+    __m256i a0 = _mm256_set1_epi8(1), a1 = _mm256_set1_epi8(2), a2 = _mm256_set1_epi8(3), a3 = _mm256_set1_epi8(4);
+    __m256i a4 = _mm256_set1_epi8(5), a5 = _mm256_set1_epi8(6), a6 = _mm256_set1_epi8(7), a7 = _mm256_set1_epi8(8);
+    __m256i y = _mm256_set1_epi8(3);
+    const long n = 20000000;
+    const double t0 = now();
+    for (long i = 0; i < n; i++) {
+        __asm__("" : "+x"(y));
+        a0 = _mm256_maddubs_epi16(a0, y);
+        a1 = _mm256_maddubs_epi16(a1, y);
+        a2 = _mm256_maddubs_epi16(a2, y);
+        a3 = _mm256_maddubs_epi16(a3, y);
+        a4 = _mm256_maddubs_epi16(a4, y);
+        a5 = _mm256_maddubs_epi16(a5, y);
+        a6 = _mm256_maddubs_epi16(a6, y);
+        a7 = _mm256_maddubs_epi16(a7, y);
+        __asm__("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7));
+    }
+    const double t = now() - t0;
+    const __m256i s = _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(a0, a1), _mm256_add_epi16(a2, a3)),
+                                       _mm256_add_epi16(_mm256_add_epi16(a4, a5), _mm256_add_epi16(a6, a7)));
+    volatile int sink = _mm256_extract_epi32(s, 0);
+    (void)sink;
+    return (double)n * 8 * 32 / t;
+}
+
 #if defined(__x86_64__) && defined(__has_include)
 #if __has_include(<amxtileintrin.h>)
 #define HAVE_AMX_PROBE 1
@@ -160,7 +191,16 @@ int main(int argc, char **argv) {
         best = v > best ? v : best;
     }
     if (vnni) printf("vpdpbusd zmm, 1 thread: %.1f G int8 multiply-adds/s (%.0f GOPS)\n", best / 1e9, 2 * best / 1e9);
-    else printf("AVX2 GEMM inner loop (vpmaddubsw + vpaddw), 1 thread: %.1f G int8 multiply-adds/s\n", best / 1e9);
+    else {
+        double issue = 0;
+        for (int r = 0; r < 3; r++) {
+            const double v = avx2_maddubs_per_s();
+            issue = v > issue ? v : issue;
+        }
+        printf("AVX2 GEMM inner loop (vpmaddubsw + vpaddw), 1 thread: %.1f G int8 multiply-adds/s\n", best / 1e9);
+        printf("vpmaddubsw alone, 1 thread: %.1f G int8 multiply-adds/s (the loop: %.0f %% of it)\n", issue / 1e9,
+               100 * best / issue);
+    }
     printf("ceiling for %.2f G multiply-adds per token: %.1f tok/s per thread\n", gmacs, best / (gmacs * 1e9));
 #ifdef HAVE_AMX_PROBE
     if (eng_cpu_amx()) { /* the engine's own check: CPUID, XCR0, the OS's permission, DOCPIPE_NO_AMX */
