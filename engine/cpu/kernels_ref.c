@@ -173,10 +173,12 @@ static float dot_q6_k(int64_t k, const void *w, const void *x) {
         const eng_type_traits *tr = eng_type_get(type);                           \
         const float *xf = x;                                                      \
         float tmp[256], sum = 0;                                                  \
-        const int64_t chunk = tr->blck > 256 ? tr->blck : 256;                    \
-        for (int64_t i = 0; i < k; i += chunk) {                                  \
-            tr->to_float((const uint8_t *)w + (size_t)(i / tr->blck) * tr->type_size, tmp, chunk); \
-            sum += eng_dot_f32(tmp, xf + i, chunk);                               \
+        const int64_t step = tr->blck > 256 ? tr->blck : 256;                     \
+        for (int64_t i = 0; i < k; i += step) {                                   \
+            /* a row of 32-blocks may end inside the last 256 (width 896) */      \
+            const int64_t n = k - i < step ? k - i : step;                        \
+            tr->to_float((const uint8_t *)w + (size_t)(i / tr->blck) * tr->type_size, tmp, n); \
+            sum += eng_dot_f32(tmp, xf + i, n);                                   \
         }                                                                         \
         return sum;                                                               \
     }
