@@ -252,6 +252,8 @@ void eng_quantize_row_q4_1(const float *x, void *y, int64_t n);
 void eng_quantize_row_q5_0(const float *x, void *y, int64_t n);
 void eng_quantize_row_q5_1(const float *x, void *y, int64_t n);
 void eng_quantize_row_q8_0(const float *x, void *y, int64_t n);
+void eng_quantize_row_q2_k(const float *x, void *y, int64_t n);
+void eng_quantize_row_q3_k(const float *x, void *y, int64_t n);
 void eng_quantize_row_q4_k(const float *x, void *y, int64_t n);
 void eng_quantize_row_q5_k(const float *x, void *y, int64_t n);
 void eng_quantize_row_q6_k(const float *x, void *y, int64_t n);
@@ -271,8 +273,8 @@ static const eng_type_traits g_types[ENG_TYPE_COUNT] = {
     [ENG_TYPE_Q5_1] = {"Q5_1", 32, 24, deq_q5_1, eng_quantize_row_q5_1},
     [ENG_TYPE_Q8_0] = {"Q8_0", 32, 34, deq_q8_0, eng_quantize_row_q8_0},
     [ENG_TYPE_Q8_1] = {"Q8_1", 32, 36, NULL, NULL},
-    [ENG_TYPE_Q2_K] = {"Q2_K", 256, 84, deq_q2_k, NULL},
-    [ENG_TYPE_Q3_K] = {"Q3_K", 256, 110, deq_q3_k, NULL},
+    [ENG_TYPE_Q2_K] = {"Q2_K", 256, 84, deq_q2_k, eng_quantize_row_q2_k},
+    [ENG_TYPE_Q3_K] = {"Q3_K", 256, 110, deq_q3_k, eng_quantize_row_q3_k},
     [ENG_TYPE_Q4_K] = {"Q4_K", 256, 144, deq_q4_k, eng_quantize_row_q4_k},
     [ENG_TYPE_Q5_K] = {"Q5_K", 256, 176, deq_q5_k, eng_quantize_row_q5_k},
     [ENG_TYPE_Q6_K] = {"Q6_K", 256, 210, deq_q6_k, eng_quantize_row_q6_k},

@@ -341,6 +341,81 @@ void eng_quantize_row_q6_k(const float *x, void *y, int64_t n) {
     }
 }
 
+/* Q2_K and Q3_K: a plain min/max (Q2_K) or max-magnitude (Q3_K) fit per 16-value sub-block, no
+ * search. docpipe's quantize never writes these types; they exist so that test models can carry
+ * them (tests/unit/test_weight_types.c), so a valid encoding of the right error size is enough.
+ * Element e of a block sits in sub-block 8 * (e / 128) + 2 * ((e % 128) / 32) + (e % 32 >= 16),
+ * byte 32 * (e / 128) + e % 32 of qs at bits 2 * ((e % 128) / 32), as quant.c decodes it. */
+#define K_SUB(e) (8 * ((e) / 128) + 2 * (((e) % 128) / 32) + ((e) % 32 >= 16))
+
+void eng_quantize_row_q2_k(const float *x, void *y, int64_t n) {
+    eng_block_q2_k *b = y;
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        float lo[16] = {0}, hi[16] = {0}, sc[16], max_sc = 0, max_mn = 0;
+        for (int e = 0; e < 256; e++) {
+            const int k = K_SUB(e);
+            if (x[e] < lo[k]) lo[k] = x[e];
+            if (x[e] > hi[k]) hi[k] = x[e];
+        }
+        for (int k = 0; k < 16; k++) {
+            sc[k] = (hi[k] - lo[k]) / 3.0f;
+            if (sc[k] > max_sc) max_sc = sc[k];
+            if (-lo[k] > max_mn) max_mn = -lo[k];
+        }
+        const float d = max_sc / 15.0f, dmin = max_mn / 15.0f;
+        b[i].d = H(d);
+        b[i].dmin = H(dmin);
+        const float dd = F(b[i].d), dm = F(b[i].dmin);
+        float dl[16], ml[16];
+        for (int k = 0; k < 16; k++) {
+            const int qs = dd > 0 ? clampi(nearest_int(sc[k] / dd), 0, 15) : 0;
+            const int qm = dm > 0 ? clampi(nearest_int(-lo[k] / dm), 0, 15) : 0;
+            b[i].scales[k] = (uint8_t)(qs | qm << 4);
+            dl[k] = dd * (float)qs;
+            ml[k] = dm * (float)qm;
+        }
+        memset(b[i].qs, 0, sizeof(b[i].qs));
+        for (int e = 0; e < 256; e++) {
+            const int k = K_SUB(e), q = dl[k] > 0 ? clampi(nearest_int((x[e] + ml[k]) / dl[k]), 0, 3) : 0;
+            b[i].qs[32 * (e / 128) + e % 32] |= (uint8_t)(q << (2 * ((e % 128) / 32)));
+        }
+    }
+}
+
+void eng_quantize_row_q3_k(const float *x, void *y, int64_t n) {
+    eng_block_q3_k *b = y;
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        float sc[16] = {0}, amax[16] = {0}, max_abs = 0;
+        for (int e = 0; e < 256; e++) {
+            const int k = K_SUB(e);
+            if (fabsf(x[e]) > amax[k]) amax[k] = fabsf(x[e]), sc[k] = -x[e] / 4.0f; /* the largest maps to -4 */
+        }
+        for (int k = 0; k < 16; k++)
+            if (fabsf(sc[k]) > max_abs) max_abs = fabsf(sc[k]);
+        const float d = max_abs / 31.0f;
+        b[i].d = H(d);
+        const float dd = F(b[i].d);
+        memset(b[i].scales, 0, sizeof(b[i].scales));
+        float dl[16];
+        for (int k = 0; k < 16; k++) {
+            const int s = dd > 0 ? clampi(nearest_int(sc[k] / dd), -32, 31) : 0, u = s + 32;
+            if (k < 8) b[i].scales[k] |= (uint8_t)(u & 0xF);
+            else b[i].scales[k - 8] |= (uint8_t)((u & 0xF) << 4);
+            b[i].scales[8 + k % 4] |= (uint8_t)((u >> 4) << (2 * (k / 4)));
+            dl[k] = dd * (float)s;
+        }
+        memset(b[i].qs, 0, sizeof(b[i].qs));
+        memset(b[i].hmask, 0, sizeof(b[i].hmask));
+        for (int e = 0; e < 256; e++) {
+            const int k = K_SUB(e), nn = e / 128, j = (e % 128) / 32, l = e % 32;
+            const int q = (dl[k] != 0 ? clampi(nearest_int(x[e] / dl[k]), -4, 3) : 0) + 4;
+            b[i].qs[32 * nn + l] |= (uint8_t)((q & 3) << (2 * j));
+            if (q >= 4) b[i].hmask[l] |= (uint8_t)(1u << (4 * nn + j));
+        }
+    }
+}
+#undef K_SUB
+
 void eng_quantize_row_q8_k(const float *x, void *y, int64_t n) {
     eng_block_q8_k *b = y;
     for (int64_t i = 0; i < n / 256; i++, x += 256) {

@@ -38,6 +38,8 @@ void eng_test_model_defaults(eng_test_model_params *p, eng_arch arch) {
     p->n_ctx_train = 32768;
     p->rope_base = 1e6f;
     p->weight_type = ENG_TYPE_F16;
+    p->embd_type = -1;
+    p->output_type = -1;
     p->seed = 42;
     if (arch == ENG_ARCH_QWEN3) {
         p->head_dim = 32;
@@ -352,9 +354,17 @@ typedef struct tlist {
     eng_gguf_writer *w;
     tinit *init;
     int64_t cap;
-    int wtype;
+    const eng_test_model_params *p;
     dp_status st;
+    char bad[160]; /* why st is DP_EINVAL */
 } tlist;
+
+/* The type a 2-D weight gets: the first override whose pattern its name contains, else dflt. */
+static int weight_type_of(const eng_test_model_params *p, const char *name, int dflt) {
+    for (int i = 0; i < p->n_overrides && i < 8; i++)
+        if (p->override_pattern[i] && strstr(name, p->override_pattern[i])) return p->override_type[i];
+    return dflt;
+}
 
 static void add(tlist *l, const char *name, int type, int64_t ne0, int64_t ne1, tinit in) {
     if (l->st) return;
@@ -370,13 +380,20 @@ static void add(tlist *l, const char *name, int type, int64_t ne0, int64_t ne1, 
         l->init = p;
         l->cap = cap;
     }
+    const eng_type_traits *tr = eng_type_get(type);
+    if (ne0 % tr->blck) {
+        snprintf(l->bad, sizeof(l->bad), "%s: width %lld is not a multiple of %s's block of %lld", name,
+                 (long long)ne0, tr->name, (long long)tr->blck);
+        l->st = DP_EINVAL;
+        return;
+    }
     l->init[i] = in;
     l->st = eng_gguf_writer_add_tensor(l->w, name, type, ne1 > 1 ? 2 : 1, ne, NULL);
 }
 
 /* A projection: weight type, N(0, 1/fan_in). */
 static void addw(tlist *l, const char *name, int64_t in, int64_t out) {
-    add(l, name, l->wtype, in, out, (tinit){INIT_NORMAL, 1.0f / sqrtf((float)in), 0});
+    add(l, name, weight_type_of(l->p, name, l->p->weight_type), in, out, (tinit){INIT_NORMAL, 1.0f / sqrtf((float)in), 0});
 }
 
 static void addnorm(tlist *l, const char *name, int64_t n) {
@@ -386,7 +403,8 @@ static void addnorm(tlist *l, const char *name, int64_t n) {
 static dp_status add_tensors(tlist *l, const eng_test_model_params *p, uint32_t n_vocab, uint32_t hd) {
     char nm[64];
     const int64_t E = p->n_embd, F = p->n_ff;
-    add(l, "token_embd.weight", l->wtype, E, n_vocab, (tinit){INIT_NORMAL, 0.15f, 0});
+    const int et = p->embd_type >= 0 ? p->embd_type : p->weight_type;
+    add(l, "token_embd.weight", weight_type_of(p, "token_embd.weight", et), E, n_vocab, (tinit){INIT_NORMAL, 0.15f, 0});
     for (uint32_t i = 0; i < p->n_layer; i++) {
 #define NM(s) (snprintf(nm, sizeof(nm), "blk.%u." s, i), nm)
         addnorm(l, NM("attn_norm.weight"), E);
@@ -426,6 +444,9 @@ static dp_status add_tensors(tlist *l, const eng_test_model_params *p, uint32_t 
 #undef NM
     }
     addnorm(l, "output_norm.weight", E);
+    if (p->output_type >= 0)
+        add(l, "output.weight", weight_type_of(p, "output.weight", p->output_type), E, n_vocab,
+            (tinit){INIT_NORMAL, 1.0f / sqrtf((float)E), 0});
     return l->st;
 }
 
@@ -440,9 +461,20 @@ static dp_status validate(const eng_test_model_params *p, uint32_t *hd_out, dp_e
                           p->n_head_kv);
     uint32_t hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
     if (!hd || hd % 2) return dp_err_set(err, DP_EINVAL, "make-test-model: head dim %u must be even and > 0", hd);
-    int wt = p->weight_type;
-    if (wt != ENG_TYPE_F32 && wt != ENG_TYPE_F16 && wt != ENG_TYPE_BF16)
-        return dp_err_set(err, DP_EINVAL, "make-test-model: --type must be f32, f16 or bf16");
+    /* every weight type must be one the engine runs, with a block that divides the width it is
+     * used at (K-quants need multiples of 256: llama.cpp's recipes fall back for narrower rows) */
+    const int types[3] = {p->weight_type, p->embd_type, p->output_type};
+    const char *what[3] = {"--type", "--token-embedding-type", "--output-tensor-type"};
+    for (int i = 0; i < 3 + p->n_overrides && i < 3 + 8; i++) {
+        const int t = i < 3 ? types[i] : p->override_type[i - 3];
+        if (i > 0 && i < 3 && t < 0) continue;
+        const eng_type_traits *tr = eng_type_get(t);
+        if (!tr || !tr->from_float || !eng_type_is_supported(t) || t == ENG_TYPE_Q8_K) {
+            if (i < 3) return dp_err_set(err, DP_EINVAL, "make-test-model: %s: type %d is not a weight type", what[i], t);
+            return dp_err_set(err, DP_EINVAL, "make-test-model: --tensor-type %s: type %d is not a weight type",
+                              p->override_pattern[i - 3], t);
+        }
+    }
     if (p->arch == ENG_ARCH_QWEN35 &&
         (!p->ssm_n_group || !p->ssm_dt_rank || !p->ssm_d_state || !p->ssm_conv_kernel || !p->full_attn_interval ||
          p->ssm_dt_rank % p->ssm_n_group))
@@ -497,7 +529,23 @@ dp_status eng_test_model_write(const eng_test_model_params *p, const char *path,
         eng_gguf_writer_set_u32(w, KEY("rope.dimension_count"), p->n_rot);
     }
 #undef KEY
-    uint32_t ft = p->weight_type == ENG_TYPE_F32 ? 0 : p->weight_type == ENG_TYPE_F16 ? 1 : 32;
+    /* llama.cpp's file-type number of a file "mostly" of the weight type */
+    uint32_t ft = 0;
+    switch (p->weight_type) {
+    case ENG_TYPE_F16: ft = 1; break;
+    case ENG_TYPE_Q4_0: ft = 2; break;
+    case ENG_TYPE_Q4_1: ft = 3; break;
+    case ENG_TYPE_Q8_0: ft = 7; break;
+    case ENG_TYPE_Q5_0: ft = 8; break;
+    case ENG_TYPE_Q5_1: ft = 9; break;
+    case ENG_TYPE_Q2_K: ft = 10; break;
+    case ENG_TYPE_Q3_K: ft = 12; break;
+    case ENG_TYPE_Q4_K: ft = 15; break;
+    case ENG_TYPE_Q5_K: ft = 17; break;
+    case ENG_TYPE_Q6_K: ft = 18; break;
+    case ENG_TYPE_BF16: ft = 32; break;
+    default: ft = 0;
+    }
     eng_gguf_writer_set_u32(w, "general.file_type", ft);
     eng_gguf_writer_set_u32(w, "general.quantization_version", 2);
 
@@ -540,8 +588,14 @@ dp_status eng_test_model_write(const eng_test_model_params *p, const char *path,
     }
 
     l.w = w;
-    l.wtype = p->weight_type;
-    if ((st = add_tensors(&l, p, n_vocab, hd))) goto oom;
+    l.p = p;
+    if ((st = add_tensors(&l, p, n_vocab, hd))) {
+        if (st == DP_EINVAL) {
+            st = dp_err_set(err, st, "make-test-model: %s", l.bad);
+            goto done;
+        }
+        goto oom;
+    }
     fill_ud f = {p, l.init, n_threads};
     st = eng_gguf_writer_write(w, path, fill_cb, &f, err);
     goto done;

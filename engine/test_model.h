@@ -28,7 +28,15 @@ typedef struct eng_test_model_params {
     uint32_t ssm_conv_kernel;
     uint32_t full_attn_interval;
     uint32_t n_vocab;         /* rows; 0 = size of the vocabulary */
-    int weight_type;          /* eng_type of 2-D weights: F32, F16 or BF16 */
+    int weight_type;          /* eng_type of 2-D weights: any type the engine runs (quant.h) */
+    int embd_type;            /* token_embd.weight; -1 = weight_type */
+    int output_type;          /* -1: the head is tied to token_embd (no output.weight); else a
+                               * separate output.weight of this type */
+    /* Per-tensor types, first match wins: a 2-D weight whose name contains pattern[i] gets
+     * type[i] (as llama-quantize's --tensor-type). Up to 8. */
+    int n_overrides;
+    const char *override_pattern[8];
+    int override_type[8];
     uint64_t seed;
     const char *vocab_from;   /* (optional) GGUF whose tokenizer.* keys are copied */
     const char *name;         /* general.name */

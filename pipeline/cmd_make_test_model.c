@@ -20,7 +20,12 @@ static void usage(FILE *f) {
             "                               --out FILE [--layers N] [--hidden N] [--heads N] [--kv-heads N]\n"
             "                               [--head-dim N] [--ffn N] [--vocab N] [--vocab-from MODEL.gguf]\n"
             "                               [--ssm-k-heads N] [--ssm-v-heads N] [--ssm-dim N]\n"
-            "                               [--type f32|f16|bf16] [--seed N] [-t N]\n");
+            "                               [--type TYPE] [--token-embedding-type TYPE] [--output-tensor-type TYPE]\n"
+            "                               [--tensor-type NAME=TYPE ...] [--seed N] [-t N]\n"
+            "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k (K-quants need widths that\n"
+            "are multiples of 256, the others of 32). --output-tensor-type writes a separate output.weight\n"
+            "(untied head); without it the head is tied to token_embd. --tensor-type gives every 2-D weight\n"
+            "whose name contains NAME that type (first match wins; up to 8).\n");
 }
 
 int pl_cmd_make_test_model(int argc, char **argv) {
@@ -61,14 +66,37 @@ int pl_cmd_make_test_model(int argc, char **argv) {
         if (!strcmp(o, "--arch") || !strcmp(o, "--shape")) { i++; continue; }
         else if (!strcmp(o, "--out") || !strcmp(o, "-o")) { if (!v) goto missing; out = v; i++; continue; }
         else if (!strcmp(o, "--vocab-from")) { if (!v) goto missing; p.vocab_from = v; i++; continue; }
-        else if (!strcmp(o, "--type")) {
+        else if (!strcmp(o, "--type") || !strcmp(o, "--token-embedding-type") || !strcmp(o, "--output-tensor-type") ||
+                 !strcmp(o, "--tensor-type")) {
             if (!v) goto missing;
-            int t = eng_type_from_name(v);
-            if (t != ENG_TYPE_F32 && t != ENG_TYPE_F16 && t != ENG_TYPE_BF16) {
-                fprintf(stderr, "docpipe make-test-model: --type must be f32, f16 or bf16\n");
+            const char *tn = v;
+            const char *eq = !strcmp(o, "--tensor-type") ? strchr(v, '=') : NULL;
+            if (!strcmp(o, "--tensor-type")) {
+                if (!eq || eq == v) {
+                    fprintf(stderr, "docpipe make-test-model: --tensor-type wants NAME=TYPE, got '%s'\n", v);
+                    return PL_EXIT_USAGE;
+                }
+                if (p.n_overrides == 8) {
+                    fprintf(stderr, "docpipe make-test-model: at most 8 --tensor-type options\n");
+                    return PL_EXIT_USAGE;
+                }
+                tn = eq + 1;
+            }
+            int t = eng_type_from_name(tn);
+            if (t < 0 || !eng_type_is_supported(t)) {
+                fprintf(stderr, "docpipe make-test-model: %s: unknown type '%s' (f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 "
+                        "q2_k q3_k q4_k q5_k q6_k)\n", o, tn);
                 return PL_EXIT_USAGE;
             }
-            p.weight_type = t;
+            if (!strcmp(o, "--type")) p.weight_type = t;
+            else if (!strcmp(o, "--token-embedding-type")) p.embd_type = t;
+            else if (!strcmp(o, "--output-tensor-type")) p.output_type = t;
+            else {
+                /* argv outlives p: the pattern is the text before '=' in place */
+                argv[i + 1][eq - v] = '\0';
+                p.override_pattern[p.n_overrides] = v;
+                p.override_type[p.n_overrides++] = t;
+            }
             i++;
             continue;
         }
@@ -101,7 +129,7 @@ int pl_cmd_make_test_model(int argc, char **argv) {
     uint64_t t0 = dp_time_ns();
     dp_status st = eng_test_model_write(&p, out, (int)threads, &err);
     if (st) {
-        fprintf(stderr, "docpipe make-test-model: %s\n", dp_err_msg(&err));
+        fprintf(stderr, "docpipe %s\n", dp_err_msg(&err));
         if (st == DP_EINVAL) return PL_EXIT_USAGE;
         if (p.vocab_from && (st == DP_EFORMAT || st == DP_ENOENT || st == DP_EUNSUPPORTED)) return PL_EXIT_CONFIG;
         return st == DP_ENOSPC || st == DP_EIO ? PL_EXIT_IOERR : PL_EXIT_CANTCREAT;

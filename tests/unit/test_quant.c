@@ -70,7 +70,7 @@ static void test_type_table_matches_spec(void **state) {
     assert_int_equal(eng_row_size(ENG_TYPE_Q4_K, 100), 0);
     float x[32];
     assert_int_equal(eng_dequantize_row(23, x, x, 32), DP_EUNSUPPORTED);
-    assert_int_equal(eng_quantize_row(ENG_TYPE_Q2_K, x, x, 256), DP_EUNSUPPORTED);
+    assert_int_equal(eng_quantize_row(ENG_TYPE_Q8_1, x, x, 32), DP_EUNSUPPORTED);
 }
 
 /* Relative RMS error of quantize -> dequantize on Gaussian data (a third of it 50x smaller,
@@ -86,7 +86,8 @@ static void test_quantize_dequantize_error_within_format_bounds(void **state) {
         {ENG_TYPE_F16, 0.0005, 0.001},  {ENG_TYPE_BF16, 0.003, 0.004},  {ENG_TYPE_Q8_0, 0.0075, 0.0045},
         {ENG_TYPE_Q8_K, 0.010, 0.0045}, {ENG_TYPE_Q6_K, 0.023, 0.025},  {ENG_TYPE_Q5_K, 0.045, 0.06},
         {ENG_TYPE_Q5_0, 0.050, 0.065},  {ENG_TYPE_Q5_1, 0.050, 0.035},  {ENG_TYPE_Q4_K, 0.085, 0.10},
-        {ENG_TYPE_Q4_0, 0.095, 0.13},   {ENG_TYPE_Q4_1, 0.100, 0.07},
+        {ENG_TYPE_Q4_0, 0.095, 0.13},   {ENG_TYPE_Q4_1, 0.100, 0.07},   {ENG_TYPE_Q3_K, 0.18, 0.30},
+        {ENG_TYPE_Q2_K, 0.45, 0.42},
     };
     enum { N = 256 * 64 };
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));

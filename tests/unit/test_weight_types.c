@@ -1,0 +1,206 @@
+/*
+ * test_weight_types.c - every weight type the engine accepts, in every role a weight plays,
+ * on every instruction-set path this CPU has: the fast path's logits against the exact path's
+ * (weights dequantized row by row with eng_dequantize_row, all math in f32).
+ *
+ * The roles: the layers' projections, token_embd as a lookup only (untied F16 head), token_embd
+ * as the tied output head, and a separate output.weight. Widths are not multiples of 256 where
+ * the type allows it (96, 160: a kernel that assumes whole 256-value steps reads past the row, as
+ * the dequantizing dots did on Qwen2.5-0.5B's width 896). A prompt of several tokens runs the
+ * GEMMs, the decode steps after it the one-token dots, and two sequences in one step the GEMMs
+ * again with rows of different positions.
+ *
+ * The bound is relative to the largest logit and follows the activation rounding of the type
+ * (Q8 blocks, F16, BF16, or none); a kernel reading the wrong bytes gives errors of the size of
+ * the logits themselves, and NaN or all-equal logits fail on their own.
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "cpu/kernels.h"
+
+typedef struct isa {
+    const char *name;
+    bool scalar, no_avx512, no_amx;
+} isa;
+
+static const isa k_isas[] = {
+    {"scalar", true, true, true},
+    {"avx2", false, true, true},
+    {"avx512", false, false, true},
+    {"amx", false, false, false},
+};
+
+static bool isa_present(const isa *a) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (!strcmp(a->name, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (!strcmp(a->name, "avx512"))
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512vnni");
+    if (!strcmp(a->name, "amx")) return eng_cpu_amx();
+#endif
+    return a->scalar;
+}
+
+static void isa_select(const isa *a) {
+    eng_cpu_force_scalar(a->scalar);
+    eng_cpu_disable_avx512(a->no_avx512);
+    eng_cpu_disable_amx(a->no_amx);
+}
+
+typedef enum role { ROLE_LAYERS, ROLE_EMBD_LOOKUP, ROLE_TIED_HEAD, ROLE_UNTIED_HEAD, ROLE_N } role;
+static const char *const k_role[] = {"layers", "token_embd lookup", "tied head", "untied head"};
+
+static bool is_k(int t) { return eng_type_get(t)->blck == 256; }
+
+/* Relative bound on |fast - exact| / max|exact| for a type's activation rounding. */
+static double bound(int t) {
+    switch (t) {
+    case ENG_TYPE_F32: return 1e-4;
+    case ENG_TYPE_F16: return 5e-3;
+    case ENG_TYPE_BF16: return 3e-2;
+    default: return 6e-2; /* 8-bit activation blocks */
+    }
+}
+
+#define N_PROMPT 12
+#define N_STEPS 3
+
+/* Logits of a fixed prompt, decode steps after it, and a two-sequence step: out[(N_STEPS + 3) * V]. */
+static void run(const char *path, bool exact, const isa *a, float *out, int32_t *V_out) {
+    dp_err err = {0};
+    eng_model *m;
+    eng_context *c;
+    if (eng_model_load(path, &m, &err)) fail_msg("load: %s", err.msg);
+    eng_context_params cp = eng_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_seq_max = 2;
+    cp.n_threads = 2;
+    cp.exact = exact;
+    cp.device = ENG_DEVICE_CPU;
+    if (a) isa_select(a);
+    if (eng_context_new(m, &cp, &c, &err)) fail_msg("context: %s", err.msg);
+    const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
+    *V_out = V;
+    int32_t tok[N_PROMPT];
+    for (int i = 0; i < N_PROMPT; i++) tok[i] = (i * 131 + 17) % V;
+    int row = 0;
+    if (eng_decode_sequence(c, 0, tok, N_PROMPT, 0, &err)) fail_msg("prompt: %s", err.msg);
+    memcpy(out + (size_t)row++ * V, eng_get_logits(c, 0), (size_t)V * sizeof(float));
+    for (int s = 0; s < N_STEPS; s++) {
+        int32_t t = (s * 71 + 3) % V;
+        if (eng_decode_sequence(c, 0, &t, 1, N_PROMPT + s, &err)) fail_msg("step: %s", err.msg);
+        memcpy(out + (size_t)row++ * V, eng_get_logits(c, 0), (size_t)V * sizeof(float));
+    }
+    /* seq 1 starts while seq 0 goes on: rows of two positions in one GEMM */
+    int32_t bt[3] = {tok[0], tok[1], 5 % V}, bp[3] = {0, 1, N_PROMPT + N_STEPS}, bs[3] = {1, 1, 0};
+    int8_t want[3] = {0, 1, 1};
+    eng_batch b = {3, bt, bp, bs, want};
+    if (eng_decode(c, &b, &err)) fail_msg("batch: %s", err.msg);
+    memcpy(out + (size_t)row++ * V, eng_get_logits(c, 0), (size_t)V * sizeof(float));
+    memcpy(out + (size_t)row++ * V, eng_get_logits(c, 1), (size_t)V * sizeof(float));
+    eng_context_free(c);
+    eng_model_free(m);
+}
+
+static void check(int type, role r) {
+    eng_test_model_params p;
+    eng_test_model_defaults(&p, ENG_ARCH_QWEN2);
+    const bool k = is_k(type);
+    /* K-quants need rows of 256; the others get widths that are not multiples of 256 */
+    p.n_embd = k ? 256 : 96;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = k ? 64 : 24;
+    p.n_ff = k ? 512 : 160;
+    p.weight_type = r == ROLE_LAYERS ? type : ENG_TYPE_F16;
+    p.embd_type = r == ROLE_EMBD_LOOKUP || r == ROLE_TIED_HEAD ? type : ENG_TYPE_F16;
+    p.output_type = r == ROLE_EMBD_LOOKUP ? ENG_TYPE_F16 : r == ROLE_UNTIED_HEAD ? type : -1;
+    p.seed = 7 + (uint64_t)type;
+    char name[64];
+    snprintf(name, sizeof(name), "wt-%s-%d.gguf", eng_type_name(type), (int)r);
+    const char *path = tu_tmp(name);
+    dp_err err = {0};
+    if (eng_test_model_write(&p, path, 2, &err)) fail_msg("make: %s", err.msg);
+    int32_t V = 0;
+    const size_t rows = N_STEPS + 3;
+    float *ex = malloc(rows * 4096 * sizeof(float)), *fa = malloc(rows * 4096 * sizeof(float));
+    assert_non_null(ex);
+    assert_non_null(fa);
+    isa_select(&k_isas[0]);
+    run(path, true, NULL, ex, &V);
+    assert_true((size_t)V <= 4096);
+    double emax = 0;
+    for (size_t i = 0; i < rows * (size_t)V; i++) emax = fmax(emax, fabs(ex[i]));
+    assert_true(emax > 0 && isfinite(emax));
+    for (size_t ia = 0; ia < sizeof(k_isas) / sizeof(k_isas[0]); ia++) {
+        if (!isa_present(&k_isas[ia])) continue;
+        run(path, false, &k_isas[ia], fa, &V);
+        double d = 0;
+        for (size_t i = 0; i < rows * (size_t)V; i++) {
+            if (!isfinite(fa[i])) fail_msg("%s as %s, %s: logit %zu is %g", eng_type_name(type), k_role[r],
+                                           k_isas[ia].name, i, fa[i]);
+            d = fmax(d, fabs((double)fa[i] - ex[i]));
+        }
+        /* in the layers every projection rounds its input; in a head role only the head does */
+        const int act_from = r == ROLE_EMBD_LOOKUP ? ENG_TYPE_F16 : type;
+        const double tol = bound(act_from) * (r == ROLE_LAYERS ? 1.0 : 0.5) + bound(ENG_TYPE_F16);
+        if (d / emax > tol)
+            fail_msg("%s as %s, %s path: max |fast - exact| %.3g = %.3g of the largest logit (bound %.3g)",
+                     eng_type_name(type), k_role[r], k_isas[ia].name, d, d / emax, tol);
+        print_message("  %-5s %-18s %-7s max |fast - exact| / max|logit| = %.2e\n", eng_type_name(type), k_role[r],
+                      k_isas[ia].name, d / emax);
+    }
+    isa_select(&k_isas[sizeof(k_isas) / sizeof(k_isas[0]) - 1]);
+    free(ex);
+    free(fa);
+}
+
+#define TYPE_TEST(T)                                                                   \
+    static void test_##T(void **state) {                                               \
+        (void)state;                                                                   \
+        for (int r = 0; r < ROLE_N; r++) check(ENG_TYPE_##T, (role)r);                 \
+    }
+TYPE_TEST(F32)
+TYPE_TEST(F16)
+TYPE_TEST(BF16)
+TYPE_TEST(Q4_0)
+TYPE_TEST(Q4_1)
+TYPE_TEST(Q5_0)
+TYPE_TEST(Q5_1)
+TYPE_TEST(Q8_0)
+TYPE_TEST(Q2_K)
+TYPE_TEST(Q3_K)
+TYPE_TEST(Q4_K)
+TYPE_TEST(Q5_K)
+TYPE_TEST(Q6_K)
+
+/* make-test-model refuses a K-quant at a width that is not a multiple of 256, naming the tensor */
+static void test_refuses_bad_width(void **state) {
+    (void)state;
+    eng_test_model_params p;
+    eng_test_model_defaults(&p, ENG_ARCH_QWEN2);
+    p.n_embd = 96;
+    p.weight_type = ENG_TYPE_Q4_K;
+    dp_err err = {0};
+    assert_int_equal(eng_test_model_write(&p, tu_tmp("bad.gguf"), 1, &err), DP_EINVAL);
+    assert_non_null(strstr(err.msg, "not a multiple of Q4_K's block of 256"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_F32),  cmocka_unit_test(test_F16),  cmocka_unit_test(test_BF16),
+        cmocka_unit_test(test_Q4_0), cmocka_unit_test(test_Q4_1), cmocka_unit_test(test_Q5_0),
+        cmocka_unit_test(test_Q5_1), cmocka_unit_test(test_Q8_0), cmocka_unit_test(test_Q2_K),
+        cmocka_unit_test(test_Q3_K), cmocka_unit_test(test_Q4_K), cmocka_unit_test(test_Q5_K),
+        cmocka_unit_test(test_Q6_K), cmocka_unit_test(test_refuses_bad_width),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
