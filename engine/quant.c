@@ -119,6 +119,15 @@ static void deq_q5_0(const void *src, float *dst, int64_t n) {
     }
 }
 
+/* Q8_1 is an activation format only (d * q; s is a by-product for the min term) */
+static void deq_q8_1(const void *src, float *dst, int64_t n) {
+    const eng_block_q8_1 *b = src;
+    for (int64_t i = 0; i < n / 32; i++, dst += 32) {
+        const float d = F16(b[i].d);
+        for (int j = 0; j < 32; j++) dst[j] = (float)b[i].qs[j] * d;
+    }
+}
+
 static void deq_q5_1(const void *src, float *dst, int64_t n) {
     const eng_block_q5_1 *b = src;
     for (int64_t i = 0; i < n / 32; i++, dst += 32) {
@@ -272,7 +281,7 @@ static const eng_type_traits g_types[ENG_TYPE_COUNT] = {
     [ENG_TYPE_Q5_0] = {"Q5_0", 32, 22, deq_q5_0, eng_quantize_row_q5_0},
     [ENG_TYPE_Q5_1] = {"Q5_1", 32, 24, deq_q5_1, eng_quantize_row_q5_1},
     [ENG_TYPE_Q8_0] = {"Q8_0", 32, 34, deq_q8_0, eng_quantize_row_q8_0},
-    [ENG_TYPE_Q8_1] = {"Q8_1", 32, 36, NULL, NULL},
+    [ENG_TYPE_Q8_1] = {"Q8_1", 32, 36, deq_q8_1, NULL},
     [ENG_TYPE_Q2_K] = {"Q2_K", 256, 84, deq_q2_k, eng_quantize_row_q2_k},
     [ENG_TYPE_Q3_K] = {"Q3_K", 256, 110, deq_q3_k, eng_quantize_row_q3_k},
     [ENG_TYPE_Q4_K] = {"Q4_K", 256, 144, deq_q4_k, eng_quantize_row_q4_k},
@@ -334,7 +343,7 @@ int eng_type_from_name(const char *name) {
 
 bool eng_type_is_supported(int id) {
     const eng_type_traits *t = eng_type_get(id);
-    return t && t->to_float && id != ENG_TYPE_Q8_K;
+    return t && t->to_float && id != ENG_TYPE_Q8_K && id != ENG_TYPE_Q8_1; /* activation formats */
 }
 
 size_t eng_row_size(int id, int64_t n) {

@@ -113,6 +113,75 @@ static float dot_q4_0(int64_t k, const void *w, const void *x) {
     return hsum8(acc);
 }
 
+/* 32 bits of qh as 32 bytes: 0xFF where the bit is set. Each byte of qh is copied to 8 lanes;
+ * OR with a mask that has every bit but the lane's own set leaves 0xFF only where it is set. */
+static inline __m256i bits_to_bytes(const uint8_t qh[4]) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h),
+                                               _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                                                 0x0101010101010101, 0x0000000000000000));
+    const __m256i others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+    return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
+}
+
+/* The 32 nibbles of a block, low halves first (values 0-15), then the high halves (16-31). */
+static inline __m256i nibbles(const uint8_t qs[16]) {
+    const __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0xF));
+}
+
+/* Q5_0 values as signed bytes: nibble | 0xF0 where the fifth bit is clear is nibble - 16 */
+static inline __m256i q5_0_values(const eng_block_q5_0 *a) {
+    return _mm256_or_si256(nibbles(a->qs), _mm256_andnot_si256(bits_to_bytes(a->qh), _mm256_set1_epi8((char)0xF0)));
+}
+
+/* Q5_1 values as unsigned bytes 0-31 */
+static inline __m256i q5_1_values(const eng_block_q5_1 *a) {
+    return _mm256_or_si256(nibbles(a->qs), _mm256_and_si256(bits_to_bytes(a->qh), _mm256_set1_epi8(0x10)));
+}
+
+static float dot_q5_0(int64_t k, const void *w, const void *x) {
+    const eng_block_q5_0 *a = w;
+    const eng_block_q8_0 *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < k / 32; i++) {
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)b[i].qs);
+        const __m256 d = _mm256_set1_ps(f16(a[i].d) * f16(b[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_i8_i8(q5_0_values(&a[i]), qb)), acc);
+    }
+    return hsum8(acc);
+}
+
+/* Q4_1 / Q5_1: the quants are unsigned, so u8 x i8 directly; the min term m * s is scalar. */
+static float dot_q4_1(int64_t k, const void *w, const void *x) {
+    const eng_block_q4_1 *a = w;
+    const eng_block_q8_1 *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    for (int64_t i = 0; i < k / 32; i++) {
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)b[i].qs);
+        const __m256 d = _mm256_set1_ps(f16(a[i].d) * f16(b[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_u8_i8(nibbles(a[i].qs), qb)), acc);
+        mins += f16(a[i].m) * f16(b[i].s);
+    }
+    return hsum8(acc) + mins;
+}
+
+static float dot_q5_1(int64_t k, const void *w, const void *x) {
+    const eng_block_q5_1 *a = w;
+    const eng_block_q8_1 *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0;
+    for (int64_t i = 0; i < k / 32; i++) {
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)b[i].qs);
+        const __m256 d = _mm256_set1_ps(f16(a[i].d) * f16(b[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_u8_i8(q5_1_values(&a[i]), qb)), acc);
+        mins += f16(a[i].m) * f16(b[i].s);
+    }
+    return hsum8(acc) + mins;
+}
+
 /* The K-quant dots compute, per 256-block, the exact integers S (scaled value sums) and M (min
  * terms) and fold them in block order as acc = fma(S, xd * d, acc), acc = fma(-M, xd * dmin, acc)
  * (Q6_K: acc = fma(S - M, xd * d, acc)): the order of the AVX2 GEMM (gemm_avx2.c), so a token
@@ -259,10 +328,73 @@ static void dot4_q8_0(int64_t k, const void *w, const void *x, size_t xs, float 
     for (int j = 0; j < 4; j++) out[j] = hsum8(acc[j]);
 }
 
+/* One weight row against 4 tokens for the 32-value formats: the row's block is decoded once for
+ * the four. Signed values (Q4_0, Q5_0) go through the sign trick, unsigned ones (Q4_1, Q5_1)
+ * straight into u8 x i8 with the min term m * s added per token. */
+#define XQ(T, j, i) ((const T *)(const void *)((const uint8_t *)x + (j) * xs) + (i))
+static void dot4_signed(int64_t k, const void *w, const void *x, size_t xs, float out[4], int wt) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < k / 32; i++) {
+        __m256i q;
+        float da;
+        if (wt == ENG_TYPE_Q5_0) {
+            const eng_block_q5_0 *a = (const eng_block_q5_0 *)w + i;
+            q = q5_0_values(a);
+            da = f16(a->d);
+        } else {
+            const eng_block_q4_0 *a = (const eng_block_q4_0 *)w + i;
+            q = _mm256_sub_epi8(nibbles(a->qs), _mm256_set1_epi8(8));
+            da = f16(a->d);
+        }
+        const __m256i ax = _mm256_sign_epi8(q, q);
+        for (int j = 0; j < 4; j++) {
+            const eng_block_q8_0 *b = XQ(eng_block_q8_0, j, i);
+            const __m256i sy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)b->qs), q);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(da * f16(b->d)), _mm256_cvtepi32_ps(mul_u8_i8(ax, sy)), acc[j]);
+        }
+    }
+    for (int j = 0; j < 4; j++) out[j] = hsum8(acc[j]);
+}
+
+static void dot4_unsigned(int64_t k, const void *w, const void *x, size_t xs, float out[4], int wt) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    float mins[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < k / 32; i++) {
+        __m256i q;
+        float da, ma;
+        if (wt == ENG_TYPE_Q5_1) {
+            const eng_block_q5_1 *a = (const eng_block_q5_1 *)w + i;
+            q = q5_1_values(a);
+            da = f16(a->d), ma = f16(a->m);
+        } else {
+            const eng_block_q4_1 *a = (const eng_block_q4_1 *)w + i;
+            q = nibbles(a->qs);
+            da = f16(a->d), ma = f16(a->m);
+        }
+        for (int j = 0; j < 4; j++) {
+            const eng_block_q8_1 *b = XQ(eng_block_q8_1, j, i);
+            const __m256i qb = _mm256_loadu_si256((const __m256i *)b->qs);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(da * f16(b->d)), _mm256_cvtepi32_ps(mul_u8_i8(q, qb)), acc[j]);
+            mins[j] += ma * f16(b->s);
+        }
+    }
+    for (int j = 0; j < 4; j++) out[j] = hsum8(acc[j]) + mins[j];
+}
+#undef XQ
+
+static void dot4_q4_0(int64_t k, const void *w, const void *x, size_t xs, float o[4]) { dot4_signed(k, w, x, xs, o, ENG_TYPE_Q4_0); }
+static void dot4_q5_0(int64_t k, const void *w, const void *x, size_t xs, float o[4]) { dot4_signed(k, w, x, xs, o, ENG_TYPE_Q5_0); }
+static void dot4_q4_1(int64_t k, const void *w, const void *x, size_t xs, float o[4]) { dot4_unsigned(k, w, x, xs, o, ENG_TYPE_Q4_1); }
+static void dot4_q5_1(int64_t k, const void *w, const void *x, size_t xs, float o[4]) { dot4_unsigned(k, w, x, xs, o, ENG_TYPE_Q5_1); }
+
 eng_vec_dot4_fn eng_vec_dot4_avx2(int wt);
 eng_vec_dot4_fn eng_vec_dot4_avx2(int wt) {
     switch (wt) {
     case ENG_TYPE_Q8_0: return dot4_q8_0;
+    case ENG_TYPE_Q4_0: return dot4_q4_0;
+    case ENG_TYPE_Q5_0: return dot4_q5_0;
+    case ENG_TYPE_Q4_1: return dot4_q4_1;
+    case ENG_TYPE_Q5_1: return dot4_q5_1;
     default: return NULL; /* the K-quants: gemm_avx2.c */
     }
 }
@@ -275,6 +407,9 @@ eng_vec_dot_fn eng_vec_dot_avx2(int wt) {
     case ENG_TYPE_BF16: return dot_bf16;
     case ENG_TYPE_Q8_0: return dot_q8_0;
     case ENG_TYPE_Q4_0: return dot_q4_0;
+    case ENG_TYPE_Q5_0: return dot_q5_0;
+    case ENG_TYPE_Q4_1: return dot_q4_1;
+    case ENG_TYPE_Q5_1: return dot_q5_1;
     case ENG_TYPE_Q4_K: return dot_q4_k;
     case ENG_TYPE_Q5_K: return dot_q5_k;
     case ENG_TYPE_Q6_K: return dot_q6_k;

@@ -14,7 +14,9 @@
 int eng_act_type(int wt) {
     switch (wt) {
     case ENG_TYPE_Q4_K: case ENG_TYPE_Q5_K: case ENG_TYPE_Q6_K: return ENG_TYPE_Q8_K;
-    case ENG_TYPE_Q8_0: case ENG_TYPE_Q4_0: return ENG_TYPE_Q8_0;
+    case ENG_TYPE_Q8_0: case ENG_TYPE_Q4_0: case ENG_TYPE_Q5_0: return ENG_TYPE_Q8_0;
+    /* the types with a min: Q8_1 carries d * sum(q) so the min term costs one multiply */
+    case ENG_TYPE_Q4_1: case ENG_TYPE_Q5_1: return ENG_TYPE_Q8_1;
     case ENG_TYPE_F16: return ENG_TYPE_F16;
     case ENG_TYPE_BF16: return ENG_TYPE_BF16;
     default: return ENG_TYPE_F32;
@@ -34,6 +36,20 @@ void eng_act_quantize_ref(int act_type, const float *x, void *y, int64_t k) {
             const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
             b[i].d = eng_f32_to_f16(d);
             for (int j = 0; j < 32; j++) b[i].qs[j] = (int8_t)lrintf(x[j] * id);
+        }
+        return;
+    }
+    if (act_type == ENG_TYPE_Q8_1) { /* as Q8_0, plus s = d * (sum of the 32 quants) */
+        eng_block_q8_1 *b = y;
+        for (int64_t i = 0; i < k / 32; i++, x += 32) {
+            float amax = 0.0f;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+            const float d = amax / 127.0f;
+            const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+            int sum = 0;
+            for (int j = 0; j < 32; j++) sum += b[i].qs[j] = (int8_t)lrintf(x[j] * id);
+            b[i].d = eng_f32_to_f16(d);
+            b[i].s = eng_f32_to_f16((float)sum * d);
         }
         return;
     }
@@ -167,6 +183,54 @@ static float dot_q6_k(int64_t k, const void *w, const void *x) {
     return sum;
 }
 
+/* Q5_0 x Q8_0: d_a * d_b * sum (q5 - 16) * q8, q5 = low nibble | bit of qh << 4. */
+static float dot_q5_0(int64_t k, const void *w, const void *x) {
+    const eng_block_q5_0 *a = w;
+    const eng_block_q8_0 *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < k / 32; i++) {
+        uint32_t h;
+        memcpy(&h, a[i].qh, 4);
+        int s = 0;
+        for (int j = 0; j < 16; j++) {
+            s += ((int)((a[i].qs[j] & 0xF) | (((h >> j) & 1) << 4)) - 16) * b[i].qs[j];
+            s += ((int)((a[i].qs[j] >> 4) | (((h >> (j + 16)) & 1) << 4)) - 16) * b[i].qs[j + 16];
+        }
+        sum += (float)s * (F16(a[i].d) * F16(b[i].d));
+    }
+    return sum;
+}
+
+/* Q4_1 / Q5_1 x Q8_1: d_a * d_b * sum q * q8 + m_a * s_b (s_b = d_b * sum q8). */
+static float dot_q4_1(int64_t k, const void *w, const void *x) {
+    const eng_block_q4_1 *a = w;
+    const eng_block_q8_1 *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < k / 32; i++) {
+        int s = 0;
+        for (int j = 0; j < 16; j++) s += (a[i].qs[j] & 0xF) * b[i].qs[j] + (a[i].qs[j] >> 4) * b[i].qs[j + 16];
+        sum += (float)s * (F16(a[i].d) * F16(b[i].d)) + F16(a[i].m) * F16(b[i].s);
+    }
+    return sum;
+}
+
+static float dot_q5_1(int64_t k, const void *w, const void *x) {
+    const eng_block_q5_1 *a = w;
+    const eng_block_q8_1 *b = x;
+    float sum = 0;
+    for (int64_t i = 0; i < k / 32; i++) {
+        uint32_t h;
+        memcpy(&h, a[i].qh, 4);
+        int s = 0;
+        for (int j = 0; j < 16; j++) {
+            s += (int)((a[i].qs[j] & 0xF) | (((h >> j) & 1) << 4)) * b[i].qs[j];
+            s += (int)((a[i].qs[j] >> 4) | (((h >> (j + 16)) & 1) << 4)) * b[i].qs[j + 16];
+        }
+        sum += (float)s * (F16(a[i].d) * F16(b[i].d)) + F16(a[i].m) * F16(b[i].s);
+    }
+    return sum;
+}
+
 /* Formats without an integer kernel: dequantize 256 weights at a time, f32 dot. */
 #define DEQ_DOT(name, type)                                                       \
     static float name(int64_t k, const void *w, const void *x) {                  \
@@ -182,9 +246,6 @@ static float dot_q6_k(int64_t k, const void *w, const void *x) {
         }                                                                         \
         return sum;                                                               \
     }
-DEQ_DOT(dot_deq_q4_1, ENG_TYPE_Q4_1)
-DEQ_DOT(dot_deq_q5_0, ENG_TYPE_Q5_0)
-DEQ_DOT(dot_deq_q5_1, ENG_TYPE_Q5_1)
 DEQ_DOT(dot_deq_q2_k, ENG_TYPE_Q2_K)
 DEQ_DOT(dot_deq_q3_k, ENG_TYPE_Q3_K)
 
@@ -198,9 +259,9 @@ eng_vec_dot_fn eng_vec_dot_ref(int wt) {
     case ENG_TYPE_Q4_K: return dot_q4_k;
     case ENG_TYPE_Q5_K: return dot_q5_k;
     case ENG_TYPE_Q6_K: return dot_q6_k;
-    case ENG_TYPE_Q4_1: return dot_deq_q4_1;
-    case ENG_TYPE_Q5_0: return dot_deq_q5_0;
-    case ENG_TYPE_Q5_1: return dot_deq_q5_1;
+    case ENG_TYPE_Q4_1: return dot_q4_1;
+    case ENG_TYPE_Q5_0: return dot_q5_0;
+    case ENG_TYPE_Q5_1: return dot_q5_1;
     case ENG_TYPE_Q2_K: return dot_deq_q2_k;
     case ENG_TYPE_Q3_K: return dot_deq_q3_k;
     default: return NULL;

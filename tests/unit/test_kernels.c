@@ -43,6 +43,12 @@ static void test_simd_vec_dots_match_scalar_reference(void **state) {
             else eng_dequantize_row(act, xq, xd, K);
             double mag = 0;
             for (int64_t i = 0; i < K; i++) mag += fabs((double)wd[i] * xd[i]);
+            if (act == ENG_TYPE_Q8_1) /* the min term uses s = d * sum(q) rounded to F16, as llama.cpp does */
+                for (int64_t i = 0; i < K / 32; i++) {
+                    const eng_f16 *wm = (const eng_f16 *)(const void *)(wq + (size_t)i * eng_row_size(t, 32));
+                    const eng_block_q8_1 *xb = (const eng_block_q8_1 *)(const void *)xq + i;
+                    mag += fabs((double)eng_f16_to_f32(wm[1]) * eng_f16_to_f32(xb->s)) * (1.0 / 1024) / 1e-5;
+                }
             if (fabs((double)fast - ref) > 1e-5 * mag + 1e-30)
                 fail_msg("%s trial %d: simd %.9g vs reference %.9g (sum |w x| %.3g)", eng_type_name(t), trial,
                          (double)fast, (double)ref, mag);
@@ -62,7 +68,8 @@ static void test_simd_vec_dots_match_scalar_reference(void **state) {
 
 static void test_four_row_kernels_match_single_row_reference(void **state) {
     (void)state;
-    const int types[] = {ENG_TYPE_Q8_0, ENG_TYPE_Q4_K, ENG_TYPE_Q6_K, ENG_TYPE_Q5_K, ENG_TYPE_F16};
+    const int types[] = {ENG_TYPE_Q8_0, ENG_TYPE_Q4_K, ENG_TYPE_Q6_K, ENG_TYPE_Q5_K, ENG_TYPE_F16,
+                         ENG_TYPE_Q4_0, ENG_TYPE_Q5_0, ENG_TYPE_Q4_1, ENG_TYPE_Q5_1};
     const int64_t K = 1024;
     float w[1024], x[4][1024];
     uint8_t wq[4096], xq[4][4096];
@@ -334,7 +341,16 @@ static void test_q8_0_activation_rounds_half_to_even(void **state) {
     assert_int_equal(b.qs[3], -2);
     assert_int_equal(eng_act_type(ENG_TYPE_Q4_K), ENG_TYPE_Q8_K);
     assert_int_equal(eng_act_type(ENG_TYPE_Q8_0), ENG_TYPE_Q8_0);
+    assert_int_equal(eng_act_type(ENG_TYPE_Q5_0), ENG_TYPE_Q8_0);
+    assert_int_equal(eng_act_type(ENG_TYPE_Q4_1), ENG_TYPE_Q8_1);
+    assert_int_equal(eng_act_type(ENG_TYPE_Q5_1), ENG_TYPE_Q8_1);
     assert_int_equal(eng_act_type(ENG_TYPE_F16), ENG_TYPE_F16);
+    /* Q8_1 carries s = d * sum(q) for the min term */
+    eng_block_q8_1 b1;
+    eng_act_quantize(ENG_TYPE_Q8_1, x, &b1, 32);
+    int sum = 0;
+    for (int j = 0; j < 32; j++) sum += b1.qs[j];
+    assert_true(eng_f16_to_f32(b1.s) == eng_f16_to_f32(eng_f32_to_f16((float)sum * eng_f16_to_f32(b1.d))));
 }
 
 /* The fast softmax, SwiGLU and sigmoid gate (polynomial exp) stay within a few ulp of the libm
