@@ -68,6 +68,10 @@ struct eng_context {
     float *logits_be;     /* [n_logits_max][n_vocab] backend memory the forward pass writes */
     int32_t n_logits, n_logits_max;
     int8_t *want;         /* [n_ubatch] scratch */
+    /* the per-layer activation check (eng_context_params.check_layers): a host copy of x, and the
+     * first layer whose output was not finite in the current call (-1: none) */
+    float *check_x;
+    int check_layer, check_token;
 };
 
 void eng_forward(eng_context *c, const eng_ubatch *ub);

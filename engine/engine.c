@@ -16,6 +16,7 @@
  * tables, lengths) on the host and moves state only through the backend's copy ops.
  */
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -194,6 +195,11 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
     c->logits = be->ops->host_memory ? c->logits_be : malloc(logits_bytes);
     c->want = malloc(T);
     if (!c->logits_be || !c->logits || !c->want) goto oom;
+    const char *chk = getenv("DOCPIPE_CHECK_LAYERS");
+    if (p.check_layers || (chk && *chk && strcmp(chk, "0") != 0)) {
+        c->check_x = malloc(T * E * sizeof(float));
+        if (!c->check_x) goto oom;
+    }
     *out = c;
     return DP_OK;
 oom:
@@ -222,6 +228,7 @@ void eng_context_free(eng_context *c) {
         if (c->logits != c->logits_be) free(c->logits);
         be->ops->release(be, c->logits_be);
     }
+    free(c->check_x);
     free(c->kv);
     free(c->rec);
     free(c->seq_len);
@@ -383,6 +390,30 @@ int32_t eng_seq_len(const eng_context *c, int32_t seq) {
     return seq >= 0 && seq < c->n_seq ? c->seq_len[seq] : 0;
 }
 
+/* What every step checks of what it returns: each logits row finite and not flat. A pass over
+ * n_vocab floats per row, ~0.1 % of a decode step. */
+static dp_status check_logits(eng_context *c, const eng_batch *b, dp_err *err) {
+    const size_t V = c->model->info.n_vocab;
+    int32_t j = 0;
+    for (int32_t i = 0; i < b->n && j < c->n_logits; i++) {
+        if (!(b->logits ? b->logits[i] != 0 : i == b->n - 1)) continue;
+        const float *l = c->logits + (size_t)j++ * V;
+        const float l0 = l[0];
+        bool flat = true;
+        for (size_t v = 0; v < V; v++) {
+            if (!isfinite(l[v]))
+                return dp_err_set(err, DP_ENUMERIC, "decode: the logits after position %d of sequence %d are not finite "
+                                  "(token %zu: %g): a kernel or the model's weights are wrong; DOCPIPE_CHECK_LAYERS=1 "
+                                  "names the first layer that goes wrong", b->pos[i], b->seq[i], v, (double)l[v]);
+            flat &= l[v] == l0;
+        }
+        if (flat && V > 1)
+            return dp_err_set(err, DP_ENUMERIC, "decode: the logits after position %d of sequence %d are all %g: a kernel "
+                              "or the model's weights are wrong", b->pos[i], b->seq[i], (double)l0);
+    }
+    return DP_OK;
+}
+
 dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err) {
     c->n_logits = 0;
     if (b->n <= 0) return DP_OK;
@@ -425,6 +456,7 @@ dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err) {
             c->slot[i] = c->n_blocks ? c->blk_table[(size_t)s * c->max_bps + p / ENG_KV_BLOCK] * ENG_KV_BLOCK + p % ENG_KV_BLOCK : 0;
         }
         eng_ubatch ub = {n, b->token + i0, b->pos + i0, b->seq + i0, c->want};
+        c->check_layer = -1;
         const eng_step step = {n, ub.token, ub.pos, ub.seq, c->slot, c->blk_table, c->n_seq, c->max_bps};
         const int32_t first = c->n_logits;
         c->be->ops->begin_step(c->be, &step);
@@ -435,9 +467,19 @@ dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err) {
                                 (size_t)(c->n_logits - first) * V * sizeof(float));
         }
         for (int32_t i = 0; i < n; i++) c->seq_len[b->seq[i0 + i]] = b->pos[i0 + i] + 1;
+        if (c->check_layer >= 0) {
+            const int32_t t = i0 + c->check_token;
+            dp_status sst = c->be->ops->sync(c->be, err);
+            if (sst) return sst;
+            return dp_err_set(err, DP_ENUMERIC, "decode: layer %d's output is not finite for the token at position %d of "
+                              "sequence %d (DOCPIPE_CHECK_LAYERS): the model's weights or a kernel are wrong there",
+                              c->check_layer, b->pos[t], b->seq[t]);
+        }
     }
     /* a backend error leaves the step half done: the caller must treat the context as lost */
-    return c->be->ops->sync(c->be, err);
+    dp_status st2 = c->be->ops->sync(c->be, err);
+    if (st2) return st2;
+    return check_logits(c, b, err);
 }
 
 dp_status eng_decode_sequence(eng_context *c, int32_t seq, const int32_t *tokens, int32_t n, int32_t pos0,

@@ -64,6 +64,8 @@ typedef struct eng_context_params {
     eng_device device;
     bool exact;          /* scalar reference path: weights dequantized, all math in f32 */
     int kv_type;         /* ENG_TYPE_F16 (default) or ENG_TYPE_F32 */
+    bool check_layers;   /* after every layer, check that the activations are finite (a debug
+                          * switch: a copy of the residual per layer; DOCPIPE_CHECK_LAYERS=1 sets it) */
     int deltanet_mode;   /* qwen35 prompts: 0 = chunk-wise (token by token with exact), 1 = always token
                           * by token, 2 = always chunk-wise. Decode steps are token by token. */
 } eng_context_params;
@@ -88,7 +90,11 @@ typedef struct eng_batch {
 /* Evaluates n tokens of one sequence from position pos0; logits for the last token only. */
 dp_status eng_decode_sequence(eng_context *c, int32_t seq, const int32_t *tokens, int32_t n, int32_t pos0,
                               dp_err *err);
-/* Runs the batch; afterwards eng_get_logits(c, j) is the j-th requested logits row. */
+/* Runs the batch; afterwards eng_get_logits(c, j) is the j-th requested logits row.
+ * Every logits row is checked before it is handed out: a value that is not finite, or a row
+ * whose values are all equal (what a skipped or zeroed product leaves), fails the call with
+ * DP_ENUMERIC naming the row's sequence and position; so does a layer whose output is not finite
+ * when check_layers is on. A failed call leaves the context's sequences in an undefined state. */
 dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err);
 const float *eng_get_logits(const eng_context *c, int32_t j); /* [n_vocab] or NULL */
 int32_t eng_n_logits(const eng_context *c);

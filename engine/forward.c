@@ -97,6 +97,17 @@ static void deltanet_layer(eng_context *c, const eng_layer *L, const eng_ubatch 
     be->ops->matmul(be, &L->wssm_out, b->dn_out, inner, T, b->y, b->ld_e);
 }
 
+/* The debug check: layer l's output for the step's T tokens, read back and tested. */
+static void check_layer(eng_context *c, uint32_t l, int T, int E) {
+    c->be->ops->to_host(c->be, c->check_x, c->buf.x, (size_t)T * E * sizeof(float));
+    for (size_t i = 0; i < (size_t)T * E; i++)
+        if (!isfinite(c->check_x[i])) {
+            c->check_layer = (int)l;
+            c->check_token = (int)(i / (size_t)E);
+            return;
+        }
+}
+
 void eng_forward(eng_context *c, const eng_ubatch *ub) {
     const eng_model *m = c->model;
     const eng_model_info *in = &m->info;
@@ -123,6 +134,7 @@ void eng_forward(eng_context *c, const eng_ubatch *ub) {
         be->ops->swiglu(be, b->ffn_g, b->ffn_u, b->ffn_g, (int64_t)T * F);
         be->ops->matmul(be, &L->wd, b->ffn_g, F, T, b->y, E);
         be->ops->add(be, b->x, b->y, (int64_t)T * E);
+        if (c->check_x && c->check_layer < 0) check_layer(c, l, T, E);
     }
     /* logits [n_out][V] = W_out RMSNorm(x; output_norm) for the rows that asked, gathered in
      * runs of consecutive rows (a decode step wants them all: one run) */

@@ -36,7 +36,8 @@ extern "C" {
     X(ENOSPC, -12, "no space left on device")                           \
     X(ECANCELED, -13, "operation canceled")                             \
     X(EEXIST, -14, "already exists")                                    \
-    X(ETIMEDOUT, -15, "timed out")
+    X(ETIMEDOUT, -15, "timed out")                                     \
+    X(ENUMERIC, -16, "numeric failure")
 
 typedef enum dp_status {
 #define DP_STATUS_ENUM_(name, val, msg) DP_##name = (val),

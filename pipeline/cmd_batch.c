@@ -163,13 +163,24 @@ static dp_status shared_head(const eng_model *m, pl_sched *sch, const char *data
 typedef struct batch_run {
     FILE *out;
     const char *model;
-    long n_id, n_ok;
+    long n_id, n_ok, n_engine_err;
     int werr; /* the errno of the first failed write, 0 while none failed */
 } batch_run;
 
 static void write_result(void *cb, const pl_gen_out *g) {
     batch_run *br = cb;
     req *r = g->user;
+    if (g->error) { /* the engine refused the step's results */
+        free(r->err_code);
+        free(r->err_msg);
+        r->err_code = strdup("engine_error");
+        r->err_msg = strdup(g->error);
+        const int e = write_error(br->out, r, &br->n_id);
+        if (e && !br->werr) br->werr = e;
+        br->n_engine_err++;
+        req_free(r);
+        return;
+    }
     char id[64];
     snprintf(id, sizeof(id), "batch_req_%ld", ++br->n_id);
     json_t *o = json_object(), *resp = json_object(), *body = json_object(), *ch = json_object();
@@ -277,7 +288,7 @@ int pl_cmd_batch(int argc, char **argv) {
         return PL_EXIT_CANTCREAT;
     }
     const char *mname = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
-    batch_run br = {out, mname, 0, 0, 0};
+    batch_run br = {.out = out, .model = mname};
     pl_sched *sch = NULL;
     json_t *seen = json_object(); /* custom_id -> the line that used it first */
     long n_err = 0;
@@ -339,6 +350,7 @@ int pl_cmd_batch(int argc, char **argv) {
         if (st == DP_EOF && !waiting) break;
         if (st) goto fail;
     }
+    n_err += br.n_engine_err;
     fprintf(stderr, "batch: %ld results, %ld errors in %.1f s (%s, %u slots; %llu prompt tokens from the shared head)\n",
             br.n_ok, n_err, (double)(dp_time_ns() - t0) / 1e9, eng_context_backend_name(c), seqs,
             (unsigned long long)pl_sched_prefix_saved(sch));

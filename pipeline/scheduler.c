@@ -232,6 +232,19 @@ dp_status pl_sched_step(pl_sched *s, pl_sched_done_fn done, void *cb, dp_err *er
     }
     eng_batch b = {n, s->bt, s->bpos, s->bseq, s->bw};
     dp_status st = eng_decode(s->c, &b, err);
+    if (st == DP_ENUMERIC) { /* never hand out what the check refused: the step's requests fail */
+        for (int32_t i = 0; i < n; i++) {
+            slot *sl = &s->sl[s->bseq[i]];
+            if (!sl->busy) continue; /* (a prompt's earlier tokens in this step) */
+            pl_gen_out o = {sl->user, "", 0, (int32_t)sl->prompt.n, sl->n_gen, "error", dp_err_msg(err),
+                            sl->t_admit, sl->t_first ? sl->t_first : dp_time_ns(), dp_time_ns()};
+            if (done) done(cb, &o);
+            slot_clear(sl);
+            eng_seq_clear(s->c, s->bseq[i]);
+            s->n_busy--;
+        }
+        return DP_OK;
+    }
     if (st) return st;
     s->n_tokens += (uint64_t)n;
     int32_t li = 0;
@@ -248,7 +261,7 @@ dp_status pl_sched_step(pl_sched *s, pl_sched_done_fn done, void *cb, dp_err *er
             dp_buf_append(&sl->text, tail, eng_detok_flush(&sl->dt, tail));
         }
         pl_gen_out o = {sl->user, sl->text.data ? (const char *)sl->text.data : "", sl->text.len,
-                        (int32_t)sl->prompt.n, sl->n_gen, finish, sl->t_admit, sl->t_first, dp_time_ns()};
+                        (int32_t)sl->prompt.n, sl->n_gen, finish, NULL, sl->t_admit, sl->t_first, dp_time_ns()};
         if (done) done(cb, &o);
         slot_clear(sl);
         eng_seq_clear(s->c, s->bseq[i]);

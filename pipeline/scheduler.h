@@ -41,7 +41,8 @@ typedef struct pl_gen_out {
     const char *text;         /* generated text (may hold invalid UTF-8); valid during the callback */
     size_t len;
     int32_t n_prompt, n_gen;
-    const char *finish;       /* "stop" (end-of-generation token or stop string) or "length" */
+    const char *finish;       /* "stop" (end-of-generation token or stop string), "length", or "error" */
+    const char *error;        /* with "error": why (the engine's check of the step failed) */
     uint64_t t_admit_ns, t_first_ns, t_done_ns; /* dp_time_ns() stamps */
 } pl_gen_out;
 
@@ -64,7 +65,9 @@ int32_t pl_sched_active(const pl_sched *s);
  * when it could not fit even an otherwise empty cache (report it as context_length_exceeded). */
 dp_status pl_sched_admit(pl_sched *s, const pl_gen_req *r, dp_err *err);
 /* Runs one engine step and reports every request it finished through done (in slot order).
- * DP_EOF when no request is active. */
+ * DP_EOF when no request is active. When the engine's check of the step's results fails
+ * (DP_ENUMERIC: logits not finite or flat), every request of that step ends with finish "error"
+ * and the reason, its sequence is cleared, and the step returns DP_OK: the others go on. */
 dp_status pl_sched_step(pl_sched *s, pl_sched_done_fn done, void *cb, dp_err *err);
 /* Computes prefix[0..n) once, in a sequence of its own (id n_slots: the context needs
  * n_slots + 1 sequences), and starts every later request whose prompt begins with it (and is

@@ -177,6 +177,14 @@ static void on_done(void *cb, const pl_gen_out *o) {
         return;
     }
     pl_result res = {0};
+    if (o->error) { /* the engine refused the step's results: an error record, the run goes on */
+        res.err_code = "engine_error";
+        res.err_msg = strdup(o->error);
+        res.n_prompt = o->n_prompt;
+        f->st = request_done(f, it, &res);
+        pl_item_free(it);
+        return;
+    }
     res.text = malloc(o->len + 1);
     if (!res.text) {
         f->st = dp_err_set(&f->err, DP_ENOMEM, "out of memory");

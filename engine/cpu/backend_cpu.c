@@ -35,6 +35,8 @@ typedef struct cpu_be {
     size_t *scratch_cap;  /* floats */
     int n_threads;
     atomic_size_t oom; /* bytes of scratch an op could not get since the last sync, or 0 */
+    int *dn_order;     /* deltanet's grouping of a step's tokens by sequence */
+    size_t dn_order_cap;
 } cpu_be;
 
 static atomic_bool g_fail_scratch;
@@ -578,8 +580,14 @@ static void cpu_deltanet(eng_backend *be, const eng_deltanet_args *a) {
     for (int t = 0; t < a->n_tok; t++) max_seq = a->seq[t] > max_seq ? a->seq[t] : max_seq;
     const size_t n_cnt = (size_t)max_seq + 2;
     dn_task2 d2 = {c, a, {NULL, NULL, 0}, 0};
-    int *mem = malloc(sizeof(int) * (2 * (size_t)a->n_tok + 1 + 2 * n_cnt));
-    if (!mem) return;
+    const size_t need = 2 * (size_t)a->n_tok + 1 + 2 * n_cnt;
+    if (need > c->dn_order_cap) { /* grows to the largest step once; never per token */
+        free(c->dn_order);
+        c->dn_order = scratch_alloc(c, need * sizeof(int));
+        c->dn_order_cap = c->dn_order ? need : 0;
+        if (!c->dn_order) return; /* marked: the step's sync reports it */
+    }
+    int *mem = c->dn_order;
     int *cnt = mem + 2 * (size_t)a->n_tok + 1, *start = cnt + n_cnt; /* after order[n_tok], start[n_tok + 1] */
     d2.g.order = mem;
     d2.g.start = mem + a->n_tok;
@@ -593,7 +601,6 @@ static void cpu_deltanet(eng_backend *be, const eng_deltanet_args *a) {
     d2.g.start[d2.g.n_groups] = a->n_tok;
     for (int t = 0; t < a->n_tok; t++) d2.g.order[start[a->seq[t]]++] = t;
     eng_pool_run(c->pool, dn_heads, &d2);
-    free(mem);
 }
 
 /* Elementwise ops over [0, n) in slices of whole 64-element pieces, so every element goes
@@ -708,6 +715,7 @@ static void cpu_free(eng_backend *be) {
         free(c->scratch);
         free(c->scratch_cap);
         free(c->xq);
+        free(c->dn_order);
         free(c);
     }
     free(be);

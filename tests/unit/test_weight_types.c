@@ -194,6 +194,77 @@ static void test_refuses_bad_width(void **state) {
     assert_non_null(strstr(err.msg, "not a multiple of Q4_K's block of 256"));
 }
 
+/* Overwrites every float of tensor name in the model file at path with v. */
+static void poke_f32(const char *path, const char *name, float v) {
+    eng_gguf *g;
+    dp_err err = {0};
+    if (eng_gguf_open(path, &g, &err)) fail_msg("%s", err.msg);
+    const eng_gguf_tensor *t = eng_gguf_find_tensor(g, name);
+    assert_non_null(t);
+    assert_int_equal(t->type, ENG_TYPE_F32);
+    const long off = (long)(eng_gguf_data_offset(g) + t->offset);
+    const size_t n = t->nbytes / 4;
+    eng_gguf_close(g);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, off, SEEK_SET), 0);
+    for (size_t i = 0; i < n; i++) assert_int_equal(fwrite(&v, 4, 1, f), 1);
+    fclose(f);
+}
+
+/* Never silently wrong: logits that are not finite, or all equal, fail the step with
+ * DP_ENUMERIC naming the sequence and position; the per-layer check names the layer. */
+static void expect_decode_fails(const char *path, bool check_layers, const char *want) {
+    eng_model *m;
+    eng_context *c;
+    dp_err err = {0};
+    if (eng_model_load(path, &m, &err)) fail_msg("load: %s", err.msg);
+    eng_context_params cp = eng_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    cp.device = ENG_DEVICE_CPU;
+    cp.check_layers = check_layers;
+    if (eng_context_new(m, &cp, &c, &err)) fail_msg("context: %s", err.msg);
+    const int32_t tok[3] = {1, 2, 3};
+    assert_int_equal(eng_decode_sequence(c, 0, tok, 3, 0, &err), DP_ENUMERIC);
+    if (!strstr(err.msg, want)) fail_msg("message '%s' lacks '%s'", err.msg, want);
+    eng_context_free(c);
+    eng_model_free(m);
+}
+
+static void test_step_checks_refuse_bad_logits(void **state) {
+    (void)state;
+    eng_test_model_params p;
+    eng_test_model_defaults(&p, ENG_ARCH_QWEN2);
+    dp_err err = {0};
+    const char *nan = tu_tmp("nan.gguf"), *zero = tu_tmp("zero.gguf"), *layer = tu_tmp("layer.gguf");
+    assert_int_equal(eng_test_model_write(&p, nan, 1, &err), 0);
+    assert_int_equal(eng_test_model_write(&p, zero, 1, &err), 0);
+    assert_int_equal(eng_test_model_write(&p, layer, 1, &err), 0);
+    poke_f32(nan, "output_norm.weight", NAN);
+    expect_decode_fails(nan, false, "after position 2 of sequence 0 are not finite");
+    poke_f32(zero, "output_norm.weight", 0.0f); /* a head that multiplies zeros: flat logits */
+    expect_decode_fails(zero, false, "are all 0");
+    poke_f32(layer, "blk.1.ffn_norm.weight", INFINITY);
+    expect_decode_fails(layer, true, "layer 1's output is not finite");
+    /* in docpipe batch the refused step becomes error records, and the exit says some failed */
+    const char *in = tu_tmp("req.jsonl"), *out = tu_tmp("out.jsonl");
+    const char req[] = "{\"custom_id\": \"a\", \"method\": \"POST\", \"url\": \"/v1/completions\", "
+                       "\"body\": {\"prompt\": \"hello\", \"max_tokens\": 4}}\n";
+    tu_write_file(in, req, sizeof(req) - 1);
+    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' -c 256 -t 2 --device cpu", nan, in, out), 3);
+    char got[4096] = {0};
+    FILE *f = fopen(out, "rb");
+    assert_non_null(f);
+    assert_true(fread(got, 1, sizeof(got) - 1, f) > 0);
+    fclose(f);
+    assert_non_null(strstr(got, "\"engine_error\""));
+    assert_non_null(strstr(got, "not finite"));
+    /* and generate exits non-zero with the reason */
+    assert_int_not_equal(tu_run(NULL, "generate -m '%s' -p hello -n 4 -t 2 --device cpu", nan), 0);
+    if (!strstr(tu_last_stderr(), "not finite")) fail_msg("generate said: %s", tu_last_stderr());
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_F32),  cmocka_unit_test(test_F16),  cmocka_unit_test(test_BF16),
@@ -201,6 +272,7 @@ int main(void) {
         cmocka_unit_test(test_Q5_1), cmocka_unit_test(test_Q8_0), cmocka_unit_test(test_Q2_K),
         cmocka_unit_test(test_Q3_K), cmocka_unit_test(test_Q4_K), cmocka_unit_test(test_Q5_K),
         cmocka_unit_test(test_Q6_K), cmocka_unit_test(test_refuses_bad_width),
+        cmocka_unit_test(test_step_checks_refuse_bad_logits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
