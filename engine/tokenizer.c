@@ -32,7 +32,17 @@
 #define CACHE_SLOTS (1u << 16)
 #define CACHE_POOL_MAX ((size_t)8 << 20)
 
-enum { PRE_QWEN2 = 0, PRE_QWEN35 = 1 };
+/* The pre-tokenizers (tokenizer.ggml.pre) docpipe runs, each as llama.cpp splits text for it. */
+enum { PRE_QWEN2 = 0, PRE_QWEN35, PRE_LLAMA3, PRE_GPT2, PRE_SMOLLM, PRE_DEEPSEEK_LLM };
+static const struct {
+    const char *name;
+    int id;
+} k_pre[] = {
+    {"qwen2", PRE_QWEN2},          {"deepseek-r1-qwen", PRE_QWEN2}, {"qwen35", PRE_QWEN35},
+    {"llama-bpe", PRE_LLAMA3},     {"llama3", PRE_LLAMA3},          {"llama-v3", PRE_LLAMA3},
+    {"gpt-2", PRE_GPT2},           {"smollm", PRE_SMOLLM},          {"deepseek-llm", PRE_DEEPSEEK_LLM},
+};
+#define PRE_NAMES "qwen2, qwen35, deepseek-r1-qwen, llama-bpe (llama3, llama-v3), gpt-2, smollm, deepseek-llm"
 
 struct eng_tokenizer {
     int32_t n_vocab;
@@ -54,6 +64,7 @@ struct eng_tokenizer {
     uint8_t *eog;         /* [n_vocab] */
     int32_t bos, eos;
     bool add_bos, add_eos;
+    bool ignore_merges; /* llama-bpe: a piece that is a token as a whole is taken whole, unmerged */
 };
 
 /* ---- Workspace -------------------------------------------------------------------------- */
@@ -385,15 +396,15 @@ dp_status eng_tokenizer_load(const eng_gguf *g, eng_tokenizer **out, dp_err *err
     if ((st = eng_gguf_get_str(g, "tokenizer.ggml.pre", &pre, err))) {
         if (st == DP_ENOENT)
             dp_err_set(err, DP_EUNSUPPORTED, "%s: tokenizer.ggml.pre is missing; supported pre-tokenizers are "
-                       "'qwen2' and 'qwen35'", path);
+                       "" PRE_NAMES, path);
         return err ? err->code : st;
     }
-    int pre_id;
-    if (eng_gguf_str_eq(pre, "qwen2") || eng_gguf_str_eq(pre, "deepseek-r1-qwen")) pre_id = PRE_QWEN2;
-    else if (eng_gguf_str_eq(pre, "qwen35")) pre_id = PRE_QWEN35;
-    else
-        return dp_err_set(err, DP_EUNSUPPORTED, "%s: pre-tokenizer '%.*s' is not supported (supported: qwen2, "
-                          "qwen35, deepseek-r1-qwen)", path, (int)(pre.len > 64 ? 64 : pre.len), pre.ptr);
+    int pre_id = -1;
+    for (size_t k = 0; k < sizeof(k_pre) / sizeof(k_pre[0]) && pre_id < 0; k++)
+        if (eng_gguf_str_eq(pre, k_pre[k].name)) pre_id = k_pre[k].id;
+    if (pre_id < 0)
+        return dp_err_set(err, DP_EUNSUPPORTED, "%s: pre-tokenizer '%.*s' is not supported (supported: " PRE_NAMES ")",
+                          path, (int)(pre.len > 64 ? 64 : pre.len), pre.ptr);
     const eng_gguf_kv *toks, *types = NULL, *merges = NULL;
     if ((st = eng_gguf_get_arr(g, "tokenizer.ggml.tokens", ENG_GGUF_TYPE_STRING, &toks, err))) return st;
     if (toks->n == 0 || toks->n > (1u << 24))
@@ -412,7 +423,8 @@ dp_status eng_tokenizer_load(const eng_gguf *g, eng_tokenizer **out, dp_err *err
     if (!t) return dp_err_set(err, DP_ENOMEM, "out of memory");
     t->n_vocab = (int32_t)toks->n;
     t->pre = pre_id;
-    snprintf(t->pre_name, sizeof(t->pre_name), "%s", pre_id == PRE_QWEN35 ? "qwen35" : "qwen2");
+    snprintf(t->pre_name, sizeof(t->pre_name), "%.*s", (int)(pre.len < 31 ? pre.len : 31), pre.ptr);
+    t->ignore_merges = pre_id == PRE_LLAMA3;
     t->type = malloc((size_t)t->n_vocab * sizeof(int32_t));
     t->eog = calloc((size_t)t->n_vocab, 1);
     if (!t->type || !t->eog) {
@@ -440,7 +452,8 @@ dp_status eng_tokenizer_load(const eng_gguf *g, eng_tokenizer **out, dp_err *err
         }
     t->bos = (int32_t)bos;
     t->eos = (int32_t)eos;
-    t->add_bos = get_flag(g, "tokenizer.ggml.add_bos_token", false);
+    /* llama-bpe files add BOS unless the file says otherwise, as llama.cpp reads them */
+    t->add_bos = get_flag(g, "tokenizer.ggml.add_bos_token", pre_id == PRE_LLAMA3);
     t->add_eos = get_flag(g, "tokenizer.ggml.add_eos_token", false);
 
     /* end-of-generation texts become CONTROL, as llama.cpp does at load (model-spec 5.3 step 0) */
@@ -501,6 +514,7 @@ void eng_tokenizer_free(eng_tokenizer *t) {
 int32_t eng_tokenizer_n_vocab(const eng_tokenizer *t) { return t->n_vocab; }
 const char *eng_tokenizer_pre(const eng_tokenizer *t) { return t->pre_name; }
 int32_t eng_token_bos(const eng_tokenizer *t) { return t->bos; }
+bool eng_token_add_bos(const eng_tokenizer *t) { return t->add_bos && t->bos >= 0; }
 int32_t eng_token_eos(const eng_tokenizer *t) { return t->eos; }
 
 eng_token_type eng_token_get_type(const eng_tokenizer *t, int32_t id) {
@@ -622,6 +636,17 @@ static size_t bpe_heap(const eng_tokenizer *t, eng_tok_ws *ws, size_t n) {
 
 /* Appends the ids of one pre-token piece. */
 static dp_status bpe_piece(const eng_tokenizer *t, eng_tok_ws *ws, const uint8_t *p, size_t n, eng_tokens *out) {
+    if (t->ignore_merges && n <= 128) { /* the piece's byte-level text, looked up whole */
+        char s[256];
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t cp = eng_byte_to_codepoint(p[i]);
+            if (cp < 0x80) s[k++] = (char)cp;
+            else s[k++] = (char)(0xC0 | (cp >> 6)), s[k++] = (char)(0x80 | (cp & 0x3F));
+        }
+        const int32_t id = eng_token_find(t, s, k);
+        if (id >= 0) return eng_tokens_push(out, id) ? DP_ENOMEM : DP_OK;
+    }
     /* cache lookup */
     uint64_t h = 0;
     cache_slot *slot = NULL;
@@ -696,8 +721,8 @@ static dp_status bpe_piece(const eng_tokenizer *t, eng_tok_ws *ws, const uint8_t
 static inline bool is_crlf(uint32_t c) { return c == '\r' || c == '\n'; }
 static inline uint32_t lower_ascii(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 
-/* Splits cps[0..n) into pieces and BPEs each. */
-static dp_status pretokenize(const eng_tokenizer *t, eng_tok_ws *ws, const uint8_t *text, size_t n,
+/* qwen2, qwen35, llama-bpe: splits cps[0..n) into pieces and BPEs each. */
+static dp_status split_qwen(const eng_tokenizer *t, eng_tok_ws *ws, const uint8_t *text, size_t n,
                              eng_tokens *out) {
     const uint32_t *cp = ws->cps;
     const uint8_t *fl = ws->cp_flags;
@@ -724,8 +749,13 @@ static dp_status pretokenize(const eng_tokenizer *t, eng_tok_ws *ws, const uint8
             while (e < n && (fl[e] & LET)) e++;
             take = e - pos;
         }
-        /* 3. \p{N}: one digit at a time */
-        if (!take && (f & F_N)) take = 1;
+        /* 3. \p{N}: one digit at a time (llama-bpe: up to three) */
+        if (!take && (f & F_N)) {
+            const size_t max = t->pre == PRE_LLAMA3 ? 3 : 1;
+            size_t e = pos + 1;
+            while (e < n && e - pos < max && (fl[e] & F_N)) e++;
+            take = e - pos;
+        }
         /* 4. ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
         if (!take) {
             size_t s = pos + (c == ' ' ? 1 : 0);
@@ -754,6 +784,148 @@ static dp_status pretokenize(const eng_tokenizer *t, eng_tok_ws *ws, const uint8
         pos += take;
     }
     return DP_OK;
+}
+
+/* BPEs the code points [a, b) of the fragment as one piece. */
+static dp_status piece(const eng_tokenizer *t, eng_tok_ws *ws, const uint8_t *text, size_t a, size_t b,
+                       eng_tokens *out) {
+    return a < b ? bpe_piece(t, ws, text + ws->cp_off[a], ws->cp_off[b] - ws->cp_off[a], out) : DP_OK;
+}
+
+/* gpt-2 (and smollm within its digit-free runs), on the code points [a, b):
+ *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * The contractions are lowercase only, and a lone code point nothing matches is a piece. */
+static dp_status split_gpt2(const eng_tokenizer *t, eng_tok_ws *ws, const uint8_t *text, size_t a, size_t b,
+                            eng_tokens *out) {
+    const uint32_t *cp = ws->cps;
+    const uint8_t *fl = ws->cp_flags;
+    size_t pos = a;
+    while (pos < b) {
+        const uint32_t c = cp[pos];
+        size_t take = 0;
+        if (c == '\'' && pos + 1 < b) {
+            const uint32_t c1 = cp[pos + 1], c2 = pos + 2 < b ? cp[pos + 2] : 0;
+            if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') take = 2;
+            else if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) take = 3;
+        }
+        if (!take) {
+            const size_t s0 = pos + (c == ' ');
+            const uint8_t f2 = s0 < b ? fl[s0] : 0;
+            const bool in = s0 < b;
+            size_t e = s0;
+            if (in && (f2 & F_L)) {
+                while (e < b && (fl[e] & F_L)) e++;
+                take = e - pos;
+            } else if (in && (f2 & F_N)) {
+                while (e < b && (fl[e] & F_N)) e++;
+                take = e - pos;
+            } else if (in && !(f2 & (F_WS | F_L | F_N))) {
+                while (e < b && !(fl[e] & (F_WS | F_L | F_N))) e++;
+                take = e - pos;
+            } else {
+                size_t k = 0;
+                while (pos + k < b && (fl[pos + k] & F_WS)) k++;
+                take = k > 1 && pos + k < b ? k - 1 : k ? k : 1;
+            }
+        }
+        dp_status st = piece(t, ws, text, pos, pos + take, out);
+        if (st) return st;
+        pos += take;
+    }
+    return DP_OK;
+}
+
+/* smollm: every digit is a piece of its own (\p{N}), the text between digits goes through gpt-2. */
+static dp_status split_smollm(const eng_tokenizer *t, eng_tok_ws *ws, const uint8_t *text, size_t n,
+                              eng_tokens *out) {
+    size_t run = 0;
+    for (size_t pos = 0; pos <= n; pos++) {
+        if (pos < n && !(ws->cp_flags[pos] & F_N)) continue;
+        dp_status st = split_gpt2(t, ws, text, run, pos, out);
+        if (!st && pos < n) st = piece(t, ws, text, pos, pos + 1, out);
+        if (st) return st;
+        run = pos + 1;
+    }
+    return DP_OK;
+}
+
+/* deepseek-llm: six patterns applied one after another, each splitting every piece the previous
+ * ones left into its matches and the text between them (leftmost matches, as std::regex finds
+ * them; \s is the ASCII white space of the C locale):
+ *   [\r\n]   \s?[letters]+   \s?[punctuation]+   \s+$   [CJK]+   \p{N}+
+ * The letter class is the tokenizer's own list of ranges. */
+static const uint32_t k_ds_letters[][2] = {{0x0041, 0x005A}, {0x0061, 0x007A}, {0x00B5, 0x00B5}, {0x00C0, 0x00D6}, {0x00D8, 0x00F6}, {0x00F8, 0x01BA}, {0x01BC, 0x01BF}, {0x01C4, 0x0293}, {0x0295, 0x02AF}, {0x0370, 0x0373}, {0x0376, 0x0376}, {0x0377, 0x0377}, {0x037B, 0x037D}, {0x037F, 0x037F}, {0x0386, 0x0386}, {0x0388, 0x038A}, {0x038C, 0x038C}, {0x038E, 0x03A1}, {0x03A3, 0x03F5}, {0x03F7, 0x0481}, {0x048A, 0x052F}, {0x0531, 0x0556}, {0x10A0, 0x10C5}, {0x13A0, 0x13F5}, {0x13F8, 0x13FD}, {0x1C90, 0x1CBA}, {0x1CBD, 0x1CBF}, {0x1D00, 0x1D2B}, {0x1D6B, 0x1D77}, {0x1D79, 0x1D9A}, {0x1E00, 0x1F15}, {0x1F18, 0x1F1D}, {0x1F20, 0x1F45}, {0x1F48, 0x1F4D}, {0x1F50, 0x1F57}, {0x1F59, 0x1F59}, {0x1F5B, 0x1F5B}, {0x1F5D, 0x1F5D}, {0x1F5F, 0x1F7D}, {0x1F80, 0x1FB4}, {0x1FB6, 0x1FBC}, {0x1FBE, 0x1FBE}, {0x1FC2, 0x1FC4}, {0x1FC6, 0x1FCC}, {0x1FD0, 0x1FD3}, {0x1FD6, 0x1FDB}, {0x1FE0, 0x1FEC}, {0x1FF2, 0x1FF4}, {0x1FF6, 0x1FFC}, {0x2102, 0x2102}, {0x2107, 0x2107}, {0x210A, 0x2113}, {0x2115, 0x2115}, {0x2119, 0x211D}, {0x2124, 0x2124}, {0x2126, 0x2126}, {0x2128, 0x2128}, {0x212A, 0x212D}, {0x212F, 0x2134}, {0x2139, 0x2139}, {0x213C, 0x213F}, {0x2145, 0x2149}, {0x214E, 0x214E}, {0x2183, 0x2183}, {0x2184, 0x2184}, {0x2C00, 0x2C7B}, {0x2C7E, 0x2CE4}, {0x2CEB, 0x2CEE}, {0x2CF2, 0x2CF2}, {0x2CF3, 0x2CF3}, {0xA640, 0xA66D}, {0xA680, 0xA69B}, {0xA722, 0xA76F}, {0xA771, 0xA787}, {0xA78B, 0xA78E}, {0xAB70, 0xABBF}, {0xFB00, 0xFB06}, {0xFB13, 0xFB17}, {0xFF21, 0xFF3A}, {0xFF41, 0xFF5A}, {0x10400, 0x1044F}, {0x104B0, 0x104D3}, {0x104D8, 0x104FB}, {0x10C80, 0x10CB2}, {0x10CC0, 0x10CF2}, {0x118A0, 0x118DF}, {0x1E900, 0x1E943}};
+
+static bool in_ranges(uint32_t c, const uint32_t (*r)[2], size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (c >= r[i][0] && c <= r[i][1]) return true;
+    return false;
+}
+static bool ds_space(uint32_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+static bool ds_letter(uint32_t c) {
+    if (c < 0x80) return (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
+    return in_ranges(c, k_ds_letters, sizeof(k_ds_letters) / sizeof(k_ds_letters[0]));
+}
+static bool ds_punct(uint32_t c) {
+    return (c >= '!' && c <= '/') || (c >= ':' && c <= '~') || (c >= 0xFF01 && c <= 0xFF0F) ||
+           (c >= 0xFF1A && c <= 0xFF5E) || (c >= 0x2018 && c <= 0x201F) || (c >= 0x3000 && c <= 0x3002);
+}
+static bool ds_cjk(uint32_t c) { return (c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x0800 && c <= 0x4E00) || (c >= 0xAC00 && c <= 0xD7FF); }
+
+/* Length of pattern k's match starting at pos within [pos, end), 0 if none. */
+static size_t ds_match(const eng_tok_ws *ws, int k, size_t pos, size_t end) {
+    const uint32_t *cp = ws->cps;
+    size_t e = pos;
+    switch (k) {
+    case 0: return cp[pos] == '\r' || cp[pos] == '\n';
+    case 1:
+    case 2: {
+        bool (*cls)(uint32_t) = k == 1 ? ds_letter : ds_punct;
+        if (ds_space(cp[e]) && e + 1 < end && cls(cp[e + 1])) e++;
+        while (e < end && cls(cp[e])) e++;
+        return e - pos;
+    }
+    case 3:
+        while (e < end && ds_space(cp[e])) e++;
+        return e == end ? e - pos : 0;
+    case 4:
+        while (e < end && ds_cjk(cp[e])) e++;
+        return e - pos;
+    default:
+        while (e < end && (ws->cp_flags[e] & F_N)) e++;
+        return e - pos;
+    }
+}
+
+/* Splits [a, b) by patterns k.. and BPEs the final pieces, in order. */
+static dp_status split_deepseek(const eng_tokenizer *t, eng_tok_ws *ws, const uint8_t *text, int k, size_t a,
+                                size_t b, eng_tokens *out) {
+    if (a >= b) return DP_OK;
+    if (k == 6) return piece(t, ws, text, a, b, out);
+    size_t gap = a;
+    for (size_t pos = a; pos < b;) {
+        const size_t m = ds_match(ws, k, pos, b);
+        if (!m) {
+            pos++;
+            continue;
+        }
+        dp_status st = split_deepseek(t, ws, text, k + 1, gap, pos, out);
+        if (!st) st = split_deepseek(t, ws, text, k + 1, pos, pos + m, out);
+        if (st) return st;
+        pos += m;
+        gap = pos;
+    }
+    return split_deepseek(t, ws, text, k + 1, gap, b, out);
+}
+
+static dp_status pretokenize(const eng_tokenizer *t, eng_tok_ws *ws, const uint8_t *text, size_t n,
+                             eng_tokens *out) {
+    switch (t->pre) {
+    case PRE_GPT2: return split_gpt2(t, ws, text, 0, n, out);
+    case PRE_SMOLLM: return split_smollm(t, ws, text, n, out);
+    case PRE_DEEPSEEK_LLM: return split_deepseek(t, ws, text, 0, 0, n, out);
+    default: return split_qwen(t, ws, text, n, out);
+    }
 }
 
 /* Decodes text into ws->cps with flags and byte offsets. Invalid bytes become U+FFFD-flagged

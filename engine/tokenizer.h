@@ -57,6 +57,8 @@ void eng_tokenizer_free(eng_tokenizer *t);
 int32_t eng_tokenizer_n_vocab(const eng_tokenizer *t);
 const char *eng_tokenizer_pre(const eng_tokenizer *t); /* "qwen2" / "qwen35"; borrowed */
 int32_t eng_token_bos(const eng_tokenizer *t);          /* -1 if none */
+/* Whether tokenizing with add_special puts BOS first (tokenizer.ggml.add_bos_token). */
+bool eng_token_add_bos(const eng_tokenizer *t);
 int32_t eng_token_eos(const eng_tokenizer *t);
 eng_token_type eng_token_get_type(const eng_tokenizer *t, int32_t id);
 /* End of generation: eos, or a token whose text is an end-of-turn marker (model-spec 6.3). */

@@ -29,6 +29,7 @@ static void usage(FILE *f) {
             "  make-test-model --arch ARCH --out FILE [...]     random-weight model in the real layout\n"
             "  tokenize -m MODEL.gguf [--json] (TEXT | -f FILE) token ids as the model counts them\n"
             "  eval -m MODEL.gguf -f PROMPT [-n 16] [--exact]   logits and greedy steps as JSON\n"
+            "  perplexity -m MODEL.gguf -f TEXT [-c 512]       perplexity as llama-perplexity measures it\n"
             "  generate -m MODEL.gguf -p PROMPT [-n N] [--chat] one prompt, streamed (sampling as llama-cli)\n"
             "  bench -m MODEL.gguf [-t N] [-p 512] [-n 64]      prompt and generation throughput\n"
             "  validate JOB.yaml                               check a job file without loading the model\n"
@@ -110,6 +111,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "make-test-model")) return pl_cmd_make_test_model(sub_argc, sub_argv);
     if (!strcmp(cmd, "tokenize")) return pl_cmd_tokenize(sub_argc, sub_argv);
     if (!strcmp(cmd, "eval")) return pl_cmd_eval(sub_argc, sub_argv);
+    if (!strcmp(cmd, "perplexity")) return pl_cmd_perplexity(sub_argc, sub_argv);
     if (!strcmp(cmd, "generate")) return pl_cmd_generate(sub_argc, sub_argv);
     if (!strcmp(cmd, "bench")) return pl_cmd_bench(sub_argc, sub_argv);
     if (!strcmp(cmd, "validate")) return pl_cmd_validate(sub_argc, sub_argv);

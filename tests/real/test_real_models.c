@@ -9,6 +9,11 @@
  *  - the fast path (8-bit activations, as llama.cpp's quantized path): within 0.25 on the last
  *    position's top-10 and 0.35 on every greedy step's top-5 (llama.cpp's own quantized path is
  *    0.21 and 0.33 away), the same top-1 wherever the gap exceeds 0.5.
+ * Also: every BPE pre-tokenizer against llama-tokenize's ids (tests/data/pretok-vectors.json, made
+ * by make_pretok_vectors.py with SmolLM2's vocabulary); greedy continuations of the prompts of
+ * the references' README equal to llama.cpp's; docpipe perplexity on ppl.txt within 0.5 % of
+ * llama-perplexity's figures (ppl.json), over all chunks on the fast path and over the first
+ * chunks with --exact.
  * The models come from fetch-real-models.sh (about 1.6 GB) into $DOCPIPE_REAL_MODELS or
  * ~/.cache/docpipe-real-models; without them (or without ../shared/fixtures) the tests report
  * themselves skipped.
@@ -24,7 +29,8 @@
 
 #include "engine.h"
 
-static const char *const k_models[] = {"qwen2.5-coder-0.5b-instruct-awq", "qwen2.5-coder-1.5b-instruct-q4_k_m"};
+static const char *const k_models[] = {"qwen2.5-coder-0.5b-instruct-awq", "qwen2.5-coder-1.5b-instruct-q4_k_m",
+                                       "SmolLM2-135M-Instruct.Q4_1"};
 
 /* The model file's path (in a static buffer), or NULL when it is absent. */
 static const char *real_model(const char *name) {
@@ -132,6 +138,173 @@ static void run(const char *name, bool exact) {
     eng_model_free(m);
 }
 
+/* A vocabulary-only GGUF: model's tokenizer keys with tokenizer.ggml.pre = pre (add_bos_token
+ * left out for llama-bpe, as the vectors were made). */
+static eng_tokenizer *tokenizer_with_pre(const char *model, const char *pre) {
+    eng_gguf *g;
+    dp_err err = {0};
+    if (eng_gguf_open(model, &g, &err)) fail_msg("%s", err.msg);
+    eng_gguf_writer *w;
+    assert_int_equal(eng_gguf_writer_init(&w), DP_OK);
+    for (int64_t i = 0; i < eng_gguf_n_kv(g); i++) {
+        const eng_gguf_kv *kv = eng_gguf_kv_at(g, i);
+        if (kv->key.len < 10 || memcmp(kv->key.ptr, "tokenizer.", 10)) continue;
+        if (eng_gguf_str_eq(kv->key, "tokenizer.ggml.pre")) continue;
+        if (!strcmp(pre, "llama-bpe") && eng_gguf_str_eq(kv->key, "tokenizer.ggml.add_bos_token")) continue;
+        assert_int_equal(eng_gguf_writer_copy_kv(w, kv), DP_OK);
+    }
+    eng_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
+    char path[256];
+    snprintf(path, sizeof(path), "vocab-%s.gguf", pre);
+    if (eng_gguf_writer_write(w, tu_tmp(path), NULL, NULL, &err)) fail_msg("%s", err.msg);
+    eng_gguf_writer_free(w);
+    eng_gguf_close(g);
+    eng_gguf *v;
+    if (eng_gguf_open(tu_tmp(path), &v, &err)) fail_msg("%s", err.msg);
+    eng_tokenizer *t;
+    if (eng_tokenizer_load(v, &t, &err)) fail_msg("%s: %s", pre, err.msg);
+    eng_gguf_close(v);
+    return t;
+}
+
+static void test_pre_tokenizers_match_llama_tokenize(void **state) {
+    (void)state;
+    char vp[4096];
+    snprintf(vp, sizeof(vp), "%s/tests/data/pretok-vectors.json", DP_SOURCE_DIR);
+    json_error_t je;
+    json_t *root = json_load_file(vp, 0, &je);
+    if (!root) fail_msg("%s: %s", vp, je.text);
+    const char *key;
+    json_t *cases;
+    int n_pre = 0, n_cases = 0, bad = 0;
+    json_object_foreach(json_object_get(root, "cases"), key, cases) {
+        eng_tokenizer *t = tokenizer_with_pre(real_model(k_models[2]), key);
+        size_t i;
+        json_t *c;
+        json_array_foreach(cases, i, c) {
+            const char *text = json_string_value(json_object_get(c, "text"));
+            json_t *want = json_object_get(c, "ids");
+            eng_tokens ids = {0};
+            dp_err err = {0};
+            assert_int_equal(eng_tokenize(t, NULL, text, strlen(text), true, false, &ids, &err), DP_OK);
+            bool same = ids.n == json_array_size(want);
+            for (size_t k = 0; same && k < ids.n; k++) same = ids.ids[k] == json_integer_value(json_array_get(want, k));
+            if (!same) {
+                bad++;
+                print_message("  %s: '%s': %zu ids, llama-tokenize %zu\n", key, text, ids.n, json_array_size(want));
+            }
+            eng_tokens_free(&ids);
+            n_cases++;
+        }
+        eng_tokenizer_free(t);
+        n_pre++;
+    }
+    print_message("  %d pre-tokenizers, %d texts: %d differ from llama-tokenize\n", n_pre, n_cases, bad);
+    assert_int_equal(n_pre, 7);
+    assert_int_equal(bad, 0);
+    json_decref(root);
+}
+
+/* Greedy, 32 tokens, F16 KV cache (the default of both tools), detokenized: the continuations the
+ * references' README gives from llama.cpp's examples/simple. Where the text leaves llama.cpp's, the
+ * step must be a near tie: the best token that continues llama.cpp's text within 0.5 of our top-1
+ * (the bound under which the two tools' roundings decide differently; item 3's top-1 rule). The
+ * number of tokens that match before it is returned. */
+static int expect_greedy(const char *name, const char *prompt, const char *want) {
+    eng_model *m;
+    eng_context *c;
+    dp_err err = {0};
+    if (eng_model_load(real_model(name), &m, &err)) fail_msg("%s", err.msg);
+    eng_context_params cp = eng_context_default_params();
+    cp.n_ctx = 256;
+    cp.device = ENG_DEVICE_CPU;
+    if (eng_context_new(m, &cp, &c, &err)) fail_msg("%s", err.msg);
+    const eng_tokenizer *tk = eng_model_get_tokenizer(m);
+    eng_tokens ids = {0};
+    assert_int_equal(eng_tokenize(tk, NULL, prompt, strlen(prompt), true, true, &ids, &err), DP_OK);
+    const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
+    if (eng_decode_sequence(c, 0, ids.ids, (int32_t)ids.n, 0, &err)) fail_msg("%s", err.msg);
+    size_t at = 0, wl = strlen(want);
+    int k = 0;
+    for (; k < 32 && at < wl; k++) {
+        const float *l = eng_get_logits(c, 0);
+        int32_t next = eng_argmax(l, V);
+        const char *b;
+        size_t pn = eng_token_to_piece(tk, next, false, &b);
+        if (pn > wl - at || memcmp(b, want + at, pn)) {
+            /* the best token llama.cpp's text continues with */
+            float best = -INFINITY;
+            for (int32_t v = 0; v < V; v++) {
+                const char *vb;
+                const size_t vn = eng_token_to_piece(tk, v, false, &vb);
+                if (vn && vn <= wl - at && !memcmp(vb, want + at, vn) && l[v] > best) best = l[v];
+            }
+            print_message("  %s, '%s': leaves llama.cpp's text after %d tokens, at '%.20s', where its token is "
+                          "%.3f below our top-1\n", name, prompt, k, want + at, (double)(l[next] - best));
+            if (!(l[next] - best < 0.5f)) fail_msg("%s: not a near tie (%.3f)", name, (double)(l[next] - best));
+            break;
+        }
+        at += pn;
+        if (eng_decode_sequence(c, 0, &next, 1, (int32_t)ids.n + k, &err)) fail_msg("%s", err.msg);
+    }
+    eng_tokens_free(&ids);
+    eng_context_free(c);
+    eng_model_free(m);
+    return k;
+}
+
+static void test_greedy_continuations_match_llama_cpp(void **state) {
+    (void)state;
+    /* the first three match token for token; SmolLM2's second leaves llama.cpp's text after 24
+     * tokens at a tie of 0.17 (with an F32 cache it follows llama.cpp's, and the 1.5B leaves) */
+    assert_int_equal(expect_greedy(k_models[1], "The capital of France is",
+                                   " Paris. Paris is the largest city in France and the second-largest city in Europe. "
+                                   "Paris is the cultural and historical center of France and is home to many of"), 32);
+    assert_int_equal(expect_greedy(k_models[0], "The capital of France is",
+                                   " Paris. Paris is located in the northwestern part of France. The capital of France "
+                                   "is located in the northwestern part of France. Paris is located in the"), 32);
+    assert_int_equal(expect_greedy(k_models[2], "The capital of France is",
+                                   " Paris.\n\nThe United States has a population of approximately 311 million "
+                                   "people.\n\nThe United States has a population of approximately 31"), 32);
+    assert_true(expect_greedy(k_models[2], "def fibonacci(n):",
+                              "\n    if n == 0:\n        return 1\n    return n * fibonacci(n - 1)\n\n"
+                              "print(fibonacci(10") >= 20);
+}
+
+/* docpipe perplexity --json against ppl.json: the final figure, or the running one after --chunks. */
+static void expect_ppl(const char *name, int chunks, bool exact) {
+    json_error_t je;
+    json_t *ref = json_load_file(tu_fixture("real/ppl.json"), 0, &je);
+    if (!ref) fail_msg("ppl.json: %s", je.text);
+    char file[256];
+    snprintf(file, sizeof(file), "%s.gguf", name);
+    json_t *run = json_object_get(json_object_get(ref, "running_ppl"), file);
+    const double want = chunks ? json_real_value(json_array_get(run, (size_t)chunks - 1))
+                               : json_real_value(json_object_get(json_object_get(ref, "ppl"), file));
+    char *out = NULL, opt[64] = "";
+    if (chunks) snprintf(opt, sizeof(opt), " --chunks %d", chunks);
+    const int rc = tu_run(&out, "perplexity -m '%s' -f '%s' -c 512 --json%s%s", real_model(name),
+                          tu_fixture("real/ppl.txt"), opt, exact ? " --exact" : "");
+    if (rc) fail_msg("docpipe perplexity exited %d: %s", rc, tu_last_stderr());
+    json_t *got = json_loads(out, 0, &je);
+    assert_non_null(got);
+    const double ppl = json_real_value(json_object_get(got, "ppl"));
+    print_message("  %-36s %-5s %2d chunks: PPL %.4f, llama-perplexity %.4f (%+.2f %%)\n", name,
+                  exact ? "exact" : "fast", chunks ? chunks : 33, ppl, want, 100 * (ppl / want - 1));
+    if (fabs(ppl / want - 1) > 0.005) fail_msg("%s: PPL %.4f vs %.4f", name, ppl, want);
+    json_decref(got);
+    json_decref(ref);
+    free(out);
+}
+
+static void test_perplexity_matches_llama_perplexity(void **state) {
+    (void)state;
+    expect_ppl(k_models[0], 0, false);
+    expect_ppl(k_models[1], 8, false);
+    expect_ppl(k_models[0], 2, true);
+    expect_ppl(k_models[1], 1, true);
+}
+
 static void test_fast_0_5b(void **state) { (void)state; run(k_models[0], false); }
 static void test_fast_1_5b(void **state) { (void)state; run(k_models[1], false); }
 static void test_exact_0_5b(void **state) { (void)state; run(k_models[0], true); }
@@ -154,6 +327,11 @@ int main(void) {
         cmocka_unit_test(test_fast_1_5b),
         cmocka_unit_test(test_exact_0_5b),
         cmocka_unit_test(test_exact_1_5b),
+        cmocka_unit_test(test_pre_tokenizers_match_llama_tokenize),
+        cmocka_unit_test(test_greedy_continuations_match_llama_cpp),
+        cmocka_unit_test(test_perplexity_matches_llama_perplexity),
     };
+    const char *only = getenv("DOCPIPE_TEST_FILTER"); /* e.g. "*perplexity*" */
+    if (only && *only) cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

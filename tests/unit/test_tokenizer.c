@@ -230,7 +230,7 @@ static void test_tokenizer_refuses_other_models_and_pre_tokenizers(void **state)
     (void)state;
     const struct { const char *model, *pre, *msg; } c[] = {
         {"llama", "default", "tokenizer model 'llama' is not supported"},
-        {"gpt2", "llama-bpe", "pre-tokenizer 'llama-bpe' is not supported"},
+        {"gpt2", "falcon", "pre-tokenizer 'falcon' is not supported"},
         {"gpt2", NULL, "tokenizer.ggml.pre is missing"},
     };
     for (size_t i = 0; i < 3; i++) {
