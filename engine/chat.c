@@ -42,6 +42,11 @@ static void trim(const char **s, size_t *n) {
 
 dp_status eng_chat_render(eng_chat_kind kind, const eng_chat_msg *msgs, size_t n, bool add_gen, bool thinking,
                           dp_buf *out, dp_err *err) {
+    return eng_chat_render_spans(kind, msgs, n, add_gen, thinking, out, NULL, err);
+}
+
+dp_status eng_chat_render_spans(eng_chat_kind kind, const eng_chat_msg *msgs, size_t n, bool add_gen, bool thinking,
+                                dp_buf *out, size_t (*spans)[2], dp_err *err) {
     dp_status st;
     if (kind == ENG_CHAT_UNSUPPORTED)
         return dp_err_set(err, DP_EINVAL, "chat: the model's chat template is not a ChatML template this engine knows");
@@ -76,6 +81,7 @@ dp_status eng_chat_render(eng_chat_kind kind, const eng_chat_msg *msgs, size_t n
         PUTS("<|im_start|>");
         PUTS(msgs[i].role);
         PUTS("\n");
+        if (spans) spans[i][0] = out->len, spans[i][1] = cn;
         if ((st = put(out, c, cn, err))) return st;
         PUTS("<|im_end|>\n");
     }

@@ -33,5 +33,11 @@ const char *eng_chat_kind_name(eng_chat_kind k);
  * unknown role, or (qwen35) no user message. */
 dp_status eng_chat_render(eng_chat_kind kind, const eng_chat_msg *msgs, size_t n, bool add_generation_prompt,
                           bool enable_thinking, dp_buf *out, dp_err *err);
+/* The same, and where each message's content landed in out: spans[i] = {offset, length} (the
+ * content as the template keeps it: trimmed, or an earlier assistant turn without its
+ * reasoning). Everything outside the spans is the chat frame, the only text that may be
+ * tokenized with special-token parsing on: a message's text is plain text. */
+dp_status eng_chat_render_spans(eng_chat_kind kind, const eng_chat_msg *msgs, size_t n, bool add_generation_prompt,
+                                bool enable_thinking, dp_buf *out, size_t (*spans)[2], dp_err *err);
 
 #endif /* ENG_CHAT_H */

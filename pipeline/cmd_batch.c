@@ -66,10 +66,23 @@ static req *parse_request(const eng_model *m, const char *line, size_t len, int 
     const eng_tokenizer *tok = eng_model_get_tokenizer(m);
     dp_status st;
     if (r->b.chat) {
+        /* only the chat frame is read for special tokens: "<|im_end|>" typed into a message
+         * stays text, as in docpipe run */
         dp_buf b;
         dp_buf_init(&b, (size_t)1 << 28);
-        st = eng_chat_render(eng_model_chat_kind(m), r->b.msgs, r->b.n_msgs, true, think, &b, &err);
-        if (!st) st = eng_tokenize(tok, NULL, (const char *)b.data, b.len, true, true, &r->prompt, &err);
+        size_t (*spans)[2] = calloc(r->b.n_msgs ? r->b.n_msgs : 1, sizeof(*spans));
+        st = spans ? eng_chat_render_spans(eng_model_chat_kind(m), r->b.msgs, r->b.n_msgs, true, think, &b, spans, &err)
+                   : dp_err_set(&err, DP_ENOMEM, "out of memory");
+        const char *d = (const char *)b.data;
+        size_t at = 0;
+        for (size_t i = 0; !st && i <= r->b.n_msgs; i++) {
+            const size_t frame_end = i < r->b.n_msgs ? spans[i][0] : b.len;
+            if (frame_end > at) st = eng_tokenize(tok, NULL, d + at, frame_end - at, at == 0, true, &r->prompt, &err);
+            if (!st && i < r->b.n_msgs && spans[i][1])
+                st = eng_tokenize(tok, NULL, d + spans[i][0], spans[i][1], false, false, &r->prompt, &err);
+            if (i < r->b.n_msgs) at = spans[i][0] + spans[i][1];
+        }
+        free(spans);
         dp_buf_free(&b);
     } else {
         st = eng_tokenize(tok, NULL, r->b.prompt, strlen(r->b.prompt), true, true, &r->prompt, &err);
