@@ -68,6 +68,16 @@ typedef struct dp_stat_info {
     int64_t mtime_ns;
 } dp_stat_info;
 
+/* Reads a document that a listing found, refusing anything but that regular file: opened without
+ * blocking (a FIFO or device put in its place cannot hang the reader) and, unless follow, without
+ * following a symbolic link put in its place; then checked with fstat: a regular file and, when
+ * listed is given, the device and inode the listing saw (DP_EBUSY: replaced since). DP_ERANGE over
+ * max_bytes. *data is NUL-terminated; free it. */
+dp_status dp_file_read_doc(const char *path, bool follow, const dp_stat_info *listed, size_t max_bytes, char **data,
+                           size_t *len, dp_err *err);
+/* The absolute path with every link and "." / ".." resolved, into out (malloc'd). */
+dp_status dp_path_resolve(const char *path, char **out, dp_err *err);
+
 /* Information about path; follow = false describes a symbolic link itself (DP_KIND_LINK). */
 dp_status dp_stat(const char *path, bool follow, dp_stat_info *out, dp_err *err);
 /* The entry names of a directory (no "." or ".."), sorted byte-wise, in one allocation:

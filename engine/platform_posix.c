@@ -211,6 +211,67 @@ done:
     return st;
 }
 
+dp_status dp_file_read_doc(const char *path, bool follow, const dp_stat_info *listed, size_t max_bytes, char **data,
+                           size_t *len, dp_err *err) {
+    *data = NULL;
+    *len = 0;
+    int fd;
+    do {
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (follow ? 0 : O_NOFOLLOW));
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        if (errno == ELOOP && !follow)
+            return dp_err_set(err, DP_EACCES, "%s is now a symbolic link (replaced since it was listed); links are "
+                              "not followed", path);
+        return os_err(err, "cannot open", path);
+    }
+    dp_status st = DP_OK;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        st = os_err(err, "cannot stat", path);
+    } else if (!S_ISREG(sb.st_mode)) {
+        st = dp_err_set(err, DP_EUNSUPPORTED, "%s is not a regular file (a %s is in its place)", path,
+                        S_ISFIFO(sb.st_mode) ? "FIFO" : S_ISDIR(sb.st_mode) ? "folder" : S_ISSOCK(sb.st_mode) ? "socket"
+                        : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "device" : "special file");
+    } else if (listed && ((uint64_t)sb.st_dev != listed->dev || (uint64_t)sb.st_ino != listed->ino)) {
+        st = dp_err_set(err, DP_EBUSY, "%s was replaced by another file since it was listed", path);
+    } else if ((uint64_t)sb.st_size > max_bytes) {
+        st = dp_err_set(err, DP_ERANGE, "%s is %llu bytes, more than the limit of %zu", path,
+                        (unsigned long long)sb.st_size, max_bytes);
+    } else {
+        const size_t size = (size_t)sb.st_size;
+        char *buf = malloc(size + 1);
+        if (!buf) {
+            st = dp_err_set(err, DP_ENOMEM, "cannot allocate %zu bytes for %s", size, path);
+        } else {
+            size_t got = 0;
+            while (got < size) {
+                ssize_t r = pread(fd, buf + got, size - got, (off_t)got);
+                if (r < 0 && errno == EINTR) continue;
+                if (r < 0) {
+                    st = os_err(err, "cannot read", path);
+                    break;
+                }
+                if (r == 0) break; /* shrank while read: what is there */
+                got += (size_t)r;
+            }
+            if (st) free(buf);
+            else {
+                buf[got] = '\0';
+                *data = buf;
+                *len = got;
+            }
+        }
+    }
+    close(fd);
+    return st;
+}
+
+dp_status dp_path_resolve(const char *path, char **out, dp_err *err) {
+    *out = realpath(path, NULL);
+    return *out ? DP_OK : os_err(err, "cannot resolve", path);
+}
+
 dp_status dp_stat(const char *path, bool follow, dp_stat_info *out, dp_err *err) {
     struct stat st;
     if ((follow ? stat(path, &st) : lstat(path, &st)) != 0) return os_err(err, "cannot stat", path);

@@ -26,6 +26,7 @@ typedef struct job_input {
     size_t n_exclude;
     int64_t max_file_size;   /* bytes */
     bool follow_symlinks;
+    bool links_outside;   /* a followed link may lead outside the folder */
     char *jsonl_field;       /* the field holding a .jsonl line's document */
     int line, col;           /* where it is declared, for later messages */
 } job_input;

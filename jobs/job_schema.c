@@ -49,6 +49,7 @@ static const field k_fields[] = {
     {"inputs[]", "exclude", F_STRLIST, I(exclude), false, NULL, 0, 0, NULL},
     {"inputs[]", "max_file_size", F_SIZE, I(max_file_size), false, "64MiB", 1, 4294967296.0, NULL},
     {"inputs[]", "follow_symlinks", F_BOOL, I(follow_symlinks), false, "false", 0, 0, NULL},
+    {"inputs[]", "links_outside", F_BOOL, I(links_outside), false, "false", 0, 0, NULL},
     {"inputs[]", "jsonl_field", F_STR, I(jsonl_field), false, "text", 0, 0, NULL},
     {"prompts", "system", F_TEMPLATE, S(prompts.system), false, NULL, 0, 0, NULL},
     {"prompts", "template", F_TEMPLATE, S(prompts.template_), true, NULL, 0, 0, NULL},

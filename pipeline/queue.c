@@ -100,6 +100,7 @@ void pl_queue_close(pl_queue *q) {
 }
 
 void pl_queue_abort(pl_queue *q, dp_status err) {
+    if (!q) return; /* (plan and status run the reader without the later queues) */
     dp_mutex_lock(&q->mu);
     if (!q->error) q->error = err < 0 ? err : DP_ECANCELED;
     dp_cond_broadcast(&q->not_full);

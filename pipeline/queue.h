@@ -38,7 +38,7 @@ dp_status pl_queue_pop_wait(pl_queue *q, void **item, int ms);
 void pl_queue_close(pl_queue *q);
 /* Stops everything: every current and future push/pop returns err (a negative status). The
  * first abort's status sticks. Items inside stay until pl_queue_free. */
-void pl_queue_abort(pl_queue *q, dp_status err);
+void pl_queue_abort(pl_queue *q, dp_status err); /* q may be NULL */
 size_t pl_queue_len(pl_queue *q);
 
 #endif /* PL_QUEUE_H */

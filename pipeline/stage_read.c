@@ -200,15 +200,19 @@ static bool read_file(pl_run *r, const job_input *in, const char *disp, const pl
     size_t len = 0;
     dp_err err = {0};
     const char *code = NULL;
-    char detail[160];
-    if (f->too_large) {
+    char detail[1024];
+    const dp_stat_info listed = {DP_KIND_FILE, f->size, f->dev, f->ino, 0};
+    if (f->error) {
+        code = "input_unreadable";
+        snprintf(detail, sizeof(detail), "%s", f->error);
+    } else if (f->too_large) {
         code = "too_large";
         snprintf(detail, sizeof(detail), "%llu bytes, more than inputs.max_file_size (%lld)",
                  (unsigned long long)f->size, (long long)in->max_file_size);
     } else if (!jsonl && !pl_extract_supported(f->rel)) {
         code = "unsupported_format";
         snprintf(detail, sizeof(detail), "no reader for this file type (see docs/job-file.md, inputs)");
-    } else if (dp_file_read_all(f->abs, (size_t)in->max_file_size, &data, &len, &err)) {
+    } else if (dp_file_read_doc(f->abs, in->follow_symlinks, &listed, (size_t)in->max_file_size, &data, &len, &err)) {
         code = err.code == DP_ERANGE ? "too_large" : "input_unreadable";
         snprintf(detail, sizeof(detail), "%s", dp_err_msg(&err));
     } else if (jsonl) {
@@ -259,7 +263,7 @@ dp_status pl_list_inputs(const job_spec *j, pl_walk *w, size_t **input_of, dp_er
     for (size_t i = 0; i < j->n_inputs; i++) {
         const job_input *in = &j->inputs[i];
         pl_walk_opts o = {(const char *const *)in->include, in->n_include, (const char *const *)in->exclude,
-                          in->n_exclude, in->follow_symlinks, (uint64_t)in->max_file_size};
+                          in->n_exclude, in->follow_symlinks, (uint64_t)in->max_file_size, in->links_outside};
         size_t before = w->n;
         dp_status st = pl_walk_dir(in->path, &o, w, err);
         if (st) return st;

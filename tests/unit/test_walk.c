@@ -57,7 +57,7 @@ static void test_walk_order_filters_links_and_limits(void **state) {
     snprintf(q, sizeof(q), "%s/fifo", root);
     assert_int_equal(mkfifo(q, 0644), 0);
     const char *inc[] = {"**/*"}, *exc[] = {"**/skip/**"};
-    pl_walk_opts o = {inc, 1, exc, 1, false, 20};
+    pl_walk_opts o = {inc, 1, exc, 1, false, 20, false};
     pl_walk w = {0};
     assert_int_equal(pl_walk_dir(root, &o, &w, &err), DP_OK);
     const char *want[] = {"a.md", "b.txt", "big.txt", "sub/c.txt", "sub/e.png"};
@@ -80,7 +80,7 @@ static void test_walk_order_filters_links_and_limits(void **state) {
     pl_walk_free(&w);
     /* include narrows, exclude wins */
     const char *inc2[] = {"**/*.txt"}, *exc2[] = {"b.txt"};
-    pl_walk_opts o2 = {inc2, 1, exc2, 1, false, 0};
+    pl_walk_opts o2 = {inc2, 1, exc2, 1, false, 0, false};
     assert_int_equal(pl_walk_dir(root, &o2, &w, &err), DP_OK);
     assert_int_equal(w.n, 3); /* big.txt, sub/c.txt, sub/skip/d.txt */
     assert_string_equal(w.files[0].rel, "big.txt");

@@ -1,0 +1,132 @@
+/*
+ * test_hostile.c - input folders an attacker controls (not the job file):
+ *  - the reader's open refuses what the listing did not see: a FIFO put in a file's place
+ *    returns at once instead of blocking, a symbolic link put in its place is not followed, a
+ *    file replaced by another (another inode) is refused;
+ *  - a job over a folder with an unreadable subfolder, a subfolder without execute permission, a
+ *    followed link to a file outside the folder and one to "/" finishes (exit 3) with one error
+ *    record for each of them and results for the rest; plan and status list it without crashing.
+ * Permissions do not bind root, so as root the docpipe commands run as "nobody" (setpriv); where
+ * that cannot be done the folder part reports itself skipped.
+ */
+#include "e2eutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "platform.h"
+
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "test_hostile: dp_file_read_doc blocked on a FIFO\n";
+    if (write(2, msg, sizeof(msg) - 1) < 0) _exit(2);
+    _exit(1);
+}
+
+static void test_read_doc_refuses_what_the_listing_did_not_see(void **state) {
+    (void)state;
+    const char *f = tu_tmp("doc.txt"), *fifo = tu_tmp("fifo.txt"), *link = tu_tmp("link.txt");
+    tu_write_file(f, "hello", 5);
+    dp_stat_info si;
+    dp_err err = {0};
+    assert_int_equal(dp_stat(f, true, &si, &err), DP_OK);
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(dp_file_read_doc(f, false, &si, 1 << 20, &data, &len, &err), DP_OK);
+    assert_int_equal(len, 5);
+    free(data);
+    /* a FIFO with no writer: open and read would block forever */
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    signal(SIGALRM, on_alarm);
+    alarm(10);
+    assert_int_equal(dp_file_read_doc(fifo, false, NULL, 1 << 20, &data, &len, &err), DP_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "FIFO"));
+    alarm(0);
+    /* a link in the file's place, links not followed */
+    assert_int_equal(symlink("/etc/hostname", link), 0);
+    assert_int_equal(dp_file_read_doc(link, false, NULL, 1 << 20, &data, &len, &err), DP_EACCES);
+    assert_non_null(strstr(err.msg, "symbolic link"));
+    /* another file under the listed name */
+    assert_int_equal(unlink(f), 0);
+    tu_write_file(f, "other", 5);
+    dp_status st = dp_file_read_doc(f, false, &si, 1 << 20, &data, &len, &err);
+    if (st == DP_OK) free(data); /* (the file system gave the inode back: nothing to tell apart) */
+    else {
+        assert_int_equal(st, DP_EBUSY);
+        assert_non_null(strstr(err.msg, "replaced"));
+    }
+}
+
+/* A shell prefix that runs docpipe as an unprivileged user when we are root ("" otherwise);
+ * NULL when that is not possible here. */
+static const char *unprivileged(void) {
+    if (geteuid() != 0) return "";
+    if (e2e_sh("command -v setpriv >/dev/null 2>&1") != 0) return NULL;
+    static const char pre[] = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+    if (e2e_sh("%s'%s' --version >/dev/null 2>&1", pre, DP_BINARY) != 0) return NULL; /* binary not reachable */
+    return pre;
+}
+
+static void test_bad_subfolders_and_links_become_records(void **state) {
+    (void)state;
+    const char *pre = unprivileged();
+    if (!pre) {
+        print_message("[  SKIPPED ] cannot run docpipe as an unprivileged user here (setpriv, or the build folder "
+                      "is not readable by nobody)\n");
+        skip();
+    }
+    const char *d = tu_tmp("hostile");
+    const char *model = e2e_model("qwen3");
+    assert_int_equal(e2e_sh("chmod 0755 '%s' && mkdir -p '%s/in/locked' '%s/in/noexec' '%s/out' && chmod 0777 '%s' "
+                            "'%s/out' && echo ok > '%s/in/ok.txt' && echo x > '%s/in/locked/x.txt' && "
+                            "echo y > '%s/in/noexec/y.txt' && chmod 0 '%s/in/locked' && chmod 0644 '%s/in/noexec' && "
+                            "ln -s /etc/hostname '%s/in/out.txt' && ln -s / '%s/in/root' && chmod 0644 '%s'",
+                            tu_tmpdir(), d, d, d, d, d, d, d, d, d, d, d, d, model),
+                     0);
+    char job[4400];
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, model, "in\n    follow_symlinks: true",
+                  "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 4\noutputs:\n  jsonl: out/r.jsonl\n"
+                  "state_dir: out/state\n");
+    /* plan and status list the folder without crashing */
+    assert_int_equal(e2e_sh("%s'%s' plan '%s' >/dev/null 2>&1", pre, DP_BINARY, job), 0);
+    const int rc = e2e_sh("%s'%s' run '%s' --quiet 2>/dev/null", pre, DP_BINARY, job);
+    assert_int_equal(rc, 3);
+    const int src = e2e_sh("%s'%s' status '%s' >/dev/null 2>&1", pre, DP_BINARY, job);
+    assert_true(src < 128); /* no signal */
+    char res[4400], errs[4400];
+    snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
+    snprintf(errs, sizeof(errs), "%s/out/errors.jsonl", d);
+    json_t *r = e2e_load_records(res, NULL), *e = e2e_load_records(errs, NULL);
+    const char *cid;
+    json_t *o;
+    int found = 0;
+    json_object_foreach(e, cid, o) {
+        const char *src_path = json_string_value(json_object_get(json_object_get(o, "meta"), "source_path"));
+        const char *code = json_string_value(json_object_get(json_object_get(o, "error"), "code"));
+        print_message("  error record: %s %s\n", src_path, code);
+        assert_string_equal(code, "input_unreadable");
+        found += !strcmp(src_path, "in/locked") || !strcmp(src_path, "in/noexec/y.txt") ||
+                 !strcmp(src_path, "in/out.txt") || !strcmp(src_path, "in/root");
+    }
+    assert_int_equal(found, 4);
+    assert_int_equal(json_object_size(e), 4);
+    assert_int_equal(json_object_size(r), 1); /* ok.txt */
+    json_decref(r);
+    json_decref(e);
+    e2e_sh("chmod -R u+rwx '%s/in'", d);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_read_doc_refuses_what_the_listing_did_not_see),
+        cmocka_unit_test(test_bad_subfolders_and_links_become_records),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
