@@ -13,11 +13,12 @@
 bool pl_parse_device(const char *v, int *out);
 
 int pl_cmd_run(int argc, char **argv) {
-    pl_run_opts o = {false, -1, false, -1, 0, 0, 0, 0};
+    pl_run_opts o = {.device = -1, .progress = -1};
     const char *job = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--restart")) o.restart = true;
+        else if (!strcmp(a, "--retry-failed")) o.retry_failed = true;
         else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) o.quiet = true;
         else if (!strcmp(a, "--progress=line")) o.progress = 1;
         else if (!strcmp(a, "--progress=plain")) o.progress = 0;
@@ -44,7 +45,7 @@ int pl_cmd_run(int argc, char **argv) {
     if (!job) goto usage;
     return pl_run_job(job, &o);
 usage:
-    fprintf(stderr, "usage: docpipe run JOB.yaml [--restart] [--device cpu|cuda|auto] [--quiet] "
+    fprintf(stderr, "usage: docpipe run JOB.yaml [--restart] [--retry-failed] [--device cpu|cuda|auto] [--quiet] "
             "[--progress=line|plain] [--shard I/N | --shards N] [--mem SIZE]\n");
     return PL_EXIT_USAGE;
 }

@@ -78,14 +78,18 @@ static int each_doc(pl_run *r, doc_fn fn, void *ud) {
 /* ---- status ------------------------------------------------------------------------------ */
 
 typedef struct status_counts {
-    uint64_t done, pending, unreadable;
+    uint64_t done, pending, unreadable, standing;
 } status_counts;
 
 static void count_status(pl_run *r, pl_doc *d, void *ud) {
     (void)r;
     status_counts *c = ud;
+    if (d->u->skipped && d->u->failed_before) {
+        if (c->standing++ < 20) printf("  failed before, unchanged since (not retried; --retry-failed does): %s\n",
+                                       d->u->path);
+    }
     if (d->u->skipped) c->done++;
-    else if (!d->u->sha[0]) c->unreadable++;
+    else if (!d->u->sha[0] || !strncmp(d->u->sha, "stat:", 5)) c->unreadable++; /* (not read: no content hash) */
     else c->pending++;
 }
 
@@ -159,6 +163,7 @@ int pl_status_job(const char *job_path) {
                (unsigned long long)c.done, (unsigned long long)pl_ledger_count(r.ledger, PL_LEDGER_OK),
                (unsigned long long)pl_ledger_count(r.ledger, PL_LEDGER_FAILED), (unsigned long long)c.pending,
                (unsigned long long)c.unreadable);
+        if (c.standing > 20) printf("  ... and %llu more that failed before\n", (unsigned long long)(c.standing - 20));
         printf("records: %llu results, %llu errors\n", (unsigned long long)r.ck.records,
                (unsigned long long)r.ck.errors);
         printf("skipped by the next run (unchanged): %llu; to process: %llu\n", (unsigned long long)c.done,

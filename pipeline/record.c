@@ -28,11 +28,33 @@ static json_t *text_value(const char *s, size_t n) {
     return v ? v : json_string("");
 }
 
+/* Standard base64 (RFC 4648, padded). */
+static json_t *base64_value(const char *s) {
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const uint8_t *p = (const uint8_t *)s;
+    const size_t n = strlen(s);
+    char *o = malloc(4 * ((n + 2) / 3) + 1);
+    if (!o) return json_string("");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        const uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        o[k++] = a[v >> 18 & 63];
+        o[k++] = a[v >> 12 & 63];
+        o[k++] = i + 1 < n ? a[v >> 6 & 63] : '=';
+        o[k++] = i + 2 < n ? a[v & 63] : '=';
+    }
+    o[k] = 0;
+    json_t *j = json_string(o);
+    free(o);
+    return j;
+}
+
 static json_t *meta(const pl_run *r, const pl_unit *u, const pl_result *res) {
     const bool per_chunk = r->job.chunking.mode == JOB_CHUNK_PER_CHUNK;
     json_t *m = json_object();
     json_object_set_new(m, "source_path", text_value(u->path, strlen(u->path)));
-    json_object_set_new(m, "doc_sha256", json_string(u->sha));
+    if (u->raw_path) json_object_set_new(m, "source_path_b64", base64_value(u->raw_path)); /* the name's bytes */
+    json_object_set_new(m, "doc_sha256", json_string(strncmp(u->sha, "stat:", 5) ? u->sha : "")); /* not read */
     if (res) {
         json_object_set_new(m, "chunk_index", json_integer(res->index));
         json_object_set_new(m, "chunk_count", json_integer(res->count));

@@ -52,6 +52,7 @@ void pl_unit_free(pl_run *r, pl_unit *u) {
     free(u->res);
     free(u->err_msg);
     free(u->path);
+    free(u->raw_path);
     free(u->out_rel);
     free(u);
 }
@@ -494,6 +495,7 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
     pl_run *r = calloc(1, sizeof(*r));
     if (!r) return 70;
     pl_run_init(r);
+    r->retry_failed = o->retry_failed;
     int rc;
     if ((rc = open_job(r, job_path, o)) || (rc = lock_job(r)) || (rc = open_state(r, o->restart)) ||
         (rc = open_model(r, o))) {

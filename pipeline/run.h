@@ -20,6 +20,7 @@ typedef struct pl_run_opts {
     uint32_t shard_i, shard_n; /* --shard I/N (shard_n = 0: not given) */
     uint32_t shards;    /* --shards N: the count for JOB_COMPLETION_INDEX (0: from the manifest) */
     uint64_t mem;       /* --mem: memory budget for weights + KV cache + state (0: what is available) */
+    bool retry_failed;  /* --retry-failed: documents that failed before are tried again */
 } pl_run_opts;
 
 /* Runs the job; returns the exit code of design.md. */

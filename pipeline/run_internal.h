@@ -44,10 +44,12 @@ typedef struct pl_result {
 typedef struct pl_unit {
     struct pl_unit *prev, *next; /* registry */
     uint64_t seq;
-    char *path;                 /* source path as shown in records: input folder (as in the job) + '/' + rel */
+    char *path;                 /* source path as shown in records: input folder (as in the job) + '/' + rel,
+                                 * bytes that are not UTF-8 escaped as \xNN */
+    char *raw_path;             /* the path's bytes when they are not UTF-8 (NULL otherwise) */
     char *out_rel;              /* path under outputs.per_document_dir */
     const char *filename, *ext; /* inside path */
-    char sha[65];               /* of the file's bytes (or the .jsonl line's); "" when unread */
+    char sha[65];               /* of the file's bytes (or the .jsonl line's); "stat:SIZE:MTIME" when not read */
     uint64_t size;              /* bytes of the file (or the line) */
     char key[17];               /* custom_id prefix: sha256(path, sha) */
     bool skipped;               /* finished in an earlier run */
@@ -106,6 +108,7 @@ typedef struct pl_run {
     pl_unit reg;                /* registry sentinel */
     uint32_t shard_i, shard_n;  /* this run's shard (shard_n = 0: the whole job) */
     bool hash_only;             /* the reader hashes but does not extract (docpipe status) */
+    bool retry_failed;          /* the ledger's failed documents are not skipped */
     _Atomic int stopping;       /* stop admitting work (signal or failure) */
     dp_status fail_status;      /* first fatal error */
     dp_err fail_err;

@@ -20,23 +20,40 @@ const char *pl_job_rel(const pl_run *r, const char *p) {
     return p;
 }
 
-static char *utf8_copy(const char *s, size_t n) {
-    uint8_t *o = malloc(3 * n + 1);
+/* s with every byte that is not part of valid UTF-8 written as the four characters \xNN, so names
+ * that differ only in such bytes stay apart (a\xff.txt, a\xfe.txt). free() it. */
+static char *escape_invalid(const char *s, size_t n) {
+    char *o = malloc(4 * n + 1);
     if (!o) return NULL;
-    size_t k = dp_utf8_repair((const uint8_t *)s, n, o, NULL);
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        bool ok;
+        const size_t m = (uint8_t)s[i] < 0x80 ? (ok = true, 1) : dp_utf8_decode((const uint8_t *)s + i, n - i, &c, &ok);
+        if (ok) {
+            memcpy(o + k, s + i, m);
+            k += m, i += m;
+        } else {
+            k += (size_t)sprintf(o + k, "\\x%02x", (uint8_t)s[i]);
+            i++;
+        }
+    }
     o[k] = 0;
-    return (char *)o;
+    return o;
 }
 
 /* The source path as records, the ledger and the manifest show it: input folder (as the job
- * names it) + '/' + rel + suffix, repaired to valid UTF-8. free() it. */
-static char *doc_path(const char *input_disp, const char *rel, const char *line_suffix) {
+ * names it) + '/' + rel + suffix, bytes that are not UTF-8 escaped. *raw gets the bytes as they
+ * are when they differ (NULL otherwise). free() both. */
+static char *doc_path(const char *input_disp, const char *rel, const char *line_suffix, char **raw) {
     size_t n = strlen(input_disp) + strlen(rel) + strlen(line_suffix) + 2;
     char *p = malloc(n);
+    *raw = NULL;
     if (!p) return NULL;
     snprintf(p, n, "%s/%s%s", input_disp, rel, line_suffix);
-    char *shown = utf8_copy(p, strlen(p));
-    free(p);
+    char *shown = escape_invalid(p, strlen(p));
+    if (shown && strcmp(shown, p)) *raw = p;
+    else free(p);
     return shown;
 }
 
@@ -44,7 +61,7 @@ static pl_unit *unit_new(pl_run *r, const char *input_disp, const char *rel, con
                          size_t input_index) {
     pl_unit *u = calloc(1, sizeof(*u));
     if (!u) return NULL;
-    u->path = doc_path(input_disp, rel, line_suffix);
+    u->path = doc_path(input_disp, rel, line_suffix, &u->raw_path);
     size_t n;
     /* per-document files mirror the input tree; with several inputs each gets its own folder */
     char pre[32] = "";
@@ -54,6 +71,7 @@ static pl_unit *unit_new(pl_run *r, const char *input_disp, const char *rel, con
     if (u->out_rel) snprintf(u->out_rel, n, "%s%s%s", pre, rel, line_suffix);
     if (!u->path || !u->out_rel) {
         free(u->path);
+        free(u->raw_path);
         free(u->out_rel);
         free(u);
         return NULL;
@@ -77,7 +95,8 @@ static void set_key(pl_unit *u) {
     uint8_t d[32];
     char hex[65];
     dp_sha256_init(&h);
-    dp_sha256_update(&h, u->path, strlen(u->path) + 1);
+    const char *p = u->raw_path ? u->raw_path : u->path; /* the name's own bytes: ids never collide */
+    dp_sha256_update(&h, p, strlen(p) + 1);
     dp_sha256_update(&h, u->sha, strlen(u->sha));
     dp_sha256_final(&h, d);
     dp_sha256_hex(d, hex);
@@ -141,7 +160,8 @@ uint32_t pl_shard_of(const char *sha, const char *path, uint32_t n) {
 /* False when a sharded run leaves this document to another shard. */
 static bool mine(const pl_run *r, const char *sha, const char *disp, const char *rel, const char *suffix) {
     if (!r->shard_n) return true;
-    char *shown = doc_path(disp, rel, suffix);
+    char *raw = NULL, *shown = doc_path(disp, rel, suffix, &raw);
+    free(raw);
     const bool m = pl_shard_of(sha, shown ? shown : "", r->shard_n) == r->shard_i;
     free(shown);
     return m;
@@ -149,7 +169,7 @@ static bool mine(const pl_run *r, const char *sha, const char *disp, const char 
 
 static bool skip_done(pl_run *r, pl_unit *u) {
     const pl_ledger_status st = pl_ledger_get(r->ledger, u->path, u->sha);
-    if (st == PL_LEDGER_NONE) return false;
+    if (st == PL_LEDGER_NONE || (st == PL_LEDGER_FAILED && r->retry_failed)) return false;
     u->skipped = true;
     u->failed_before = st == PL_LEDGER_FAILED;
     return true;
@@ -236,6 +256,11 @@ static bool read_file(pl_run *r, const job_input *in, const char *disp, const pl
     u->size = f->size;
     set_key(u);
     if (code) {
+        /* A file that was not read has no content hash; its ledger line holds what the listing saw
+         * (size and modification time, "stat:" + both), so an unchanged failure is not retried or
+         * reported again; the record's doc_sha256 stays empty. */
+        snprintf(u->sha, sizeof(u->sha), "stat:%llu:%lld", (unsigned long long)f->size, (long long)f->mtime_ns);
+        if (skip_done(r, u)) return emit(r, u, NULL);
         fail_doc(u, code, "%s", detail);
         return emit(r, u, NULL);
     }

@@ -15,6 +15,7 @@
 
 #include "iofault.h"
 #include "run_internal.h"
+#include "sha256.h"
 #include "sink.h"
 
 #define COMMIT_RECORDS 256
@@ -34,7 +35,9 @@ typedef struct writer {
 
 /* Folder-safe relative path: every part kept only if it is a plain name ("", ".", ".." and
  * anything with a control character, backslash or colon is rewritten), so nothing can escape
- * the output folder whatever the input file was called. */
+ * the output folder whatever the input file was called. A path the cleaning changed (or cut)
+ * gets "~" and 8 hex digits of the raw path's SHA-256 appended, so two names that clean to the
+ * same text ("new\nline.txt", "new_line.txt") still get two files. */
 void pl_safe_relpath(const char *rel, char *out, size_t cap) {
     size_t o = 0;
     const char *p = rel;
@@ -54,6 +57,14 @@ void pl_safe_relpath(const char *rel, char *out, size_t cap) {
         p = e + 1;
     }
     out[o] = 0;
+    if (strcmp(out, rel) && cap > 10) {
+        uint8_t d[32];
+        char hex[65];
+        dp_sha256_digest(rel, strlen(rel), d);
+        dp_sha256_hex(d, hex);
+        if (o + 10 > cap) o = cap - 10;
+        snprintf(out + o, cap - o, "~%.8s", hex);
+    }
 }
 
 static dp_status write_doc_file(writer *w, const pl_unit *u, const char *content, size_t len) {

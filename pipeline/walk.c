@@ -97,7 +97,7 @@ static dp_status push_file(pl_walk *w, const char *rel, const char *abs, const d
         free(f->error);
         return DP_ENOMEM;
     }
-    if (si) f->size = si->size, f->dev = si->dev, f->ino = si->ino;
+    if (si) f->size = si->size, f->dev = si->dev, f->ino = si->ino, f->mtime_ns = si->mtime_ns;
     f->too_large = too_large;
     w->n++;
     w->n_errors += error != NULL;

@@ -26,6 +26,7 @@ typedef struct pl_file {
     char *abs;          /* root + "/" + rel */
     uint64_t size;
     uint64_t dev, ino;  /* identity when listed: the reader refuses another file in its place */
+    int64_t mtime_ns;
     bool too_large;     /* size > max_file_size: listed so it gets an error record */
     char *error;        /* (optional) why this entry could not be listed or inspected */
 } pl_file;

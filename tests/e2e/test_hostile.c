@@ -123,10 +123,63 @@ static void test_bad_subfolders_and_links_become_records(void **state) {
     e2e_sh("chmod -R u+rwx '%s/in'", d);
 }
 
+/* Names that are not UTF-8 stay apart (escaped path, the bytes in base64, distinct ids); names
+ * that clean to one file name get two files; a standing failure is written once, listed by
+ * status, and retried with --retry-failed. */
+static void test_names_and_standing_failures(void **state) {
+    (void)state;
+    const char *d = tu_tmp("names");
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && cd '%s/in' && printf same > \"a$(printf '\\377').txt\" && "
+                            "printf same > \"a$(printf '\\376').txt\" && printf one > 'new\nline.txt' && "
+                            "printf two > new_line.txt && printf x > img.png", d, d), 0);
+    char job[4400], res[4400], errs[4400], docs[4400];
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen3"), "in",
+                  "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 2\noutputs:\n  jsonl: out/r.jsonl\n"
+                  "  per_document_dir: out/docs\n");
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 3);
+    snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
+    snprintf(errs, sizeof(errs), "%s/out/errors.jsonl", d);
+    json_t *r = e2e_load_records(res, NULL); /* (fails on a repeated custom_id) */
+    assert_int_equal(json_object_size(r), 4);
+    const char *cid;
+    json_t *o;
+    int escaped = 0;
+    json_object_foreach(r, cid, o) {
+        json_t *m = json_object_get(o, "meta");
+        const char *sp = json_string_value(json_object_get(m, "source_path"));
+        const char *b64 = json_string_value(json_object_get(m, "source_path_b64"));
+        if (!strcmp(sp, "in/a\\xff.txt")) escaped += b64 && !strcmp(b64, "aW4vYf8udHh0");
+        if (!strcmp(sp, "in/a\\xfe.txt")) escaped += b64 && !strcmp(b64, "aW4vYf4udHh0");
+    }
+    assert_int_equal(escaped, 2);
+    json_decref(r);
+    /* five documents (the error too), five files: the two names that clean alike do not share one */
+    snprintf(docs, sizeof(docs), "%s/out/docs", d);
+    assert_int_equal(e2e_sh("test $(find '%s' -name '*.jsonl' | wc -l) -eq 5", docs), 0);
+    /* the unsupported file's error is written once, however many runs */
+    size_t n = 0;
+    json_decref(e2e_load_records(errs, &n));
+    assert_int_equal(n, 1);
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 3);
+    json_decref(e2e_load_records(errs, &n));
+    assert_int_equal(n, 1);
+    char *out = NULL;
+    assert_int_equal(tu_run(&out, "status '%s'", job), 0);
+    assert_non_null(strstr(out, "failed before, unchanged since"));
+    assert_non_null(strstr(out, "in/img.png"));
+    free(out);
+    /* a retried failure is recorded again, under the same custom_id (same document, same content):
+     * a consumer keeps the later line */
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet --retry-failed", job), 3);
+    assert_int_equal(e2e_sh("test $(wc -l < '%s') -eq 2", errs), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_doc_refuses_what_the_listing_did_not_see),
         cmocka_unit_test(test_bad_subfolders_and_links_become_records),
+        cmocka_unit_test(test_names_and_standing_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

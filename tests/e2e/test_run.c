@@ -473,11 +473,26 @@ static void test_safe_relpath(void **state) {
     pl_safe_relpath("a/b/c.txt", o, sizeof(o));
     assert_string_equal(o, "a/b/c.txt");
     pl_safe_relpath("../../etc/passwd", o, sizeof(o));
-    assert_string_equal(o, "_/_/etc/passwd");
+    assert_memory_equal(o, "_/_/etc/passwd~", 15);
+    assert_int_equal(strlen(o), 15 + 8);
     pl_safe_relpath("/abs//x/./y", o, sizeof(o));
-    assert_string_equal(o, "_/abs/_/x/_/y");
+    assert_memory_equal(o, "_/abs/_/x/_/y~", 14);
     pl_safe_relpath(".hidden/a:b\\c\n", o, sizeof(o));
-    assert_string_equal(o, "_hidden/a_b_c_");
+    assert_memory_equal(o, "_hidden/a_b_c_~", 15);
+    /* names that clean to the same text stay apart; a clean name is kept as it is */
+    char a[256], b[256], c[256];
+    pl_safe_relpath("new\nline.txt", a, sizeof(a));
+    pl_safe_relpath("new_line.txt", b, sizeof(b));
+    pl_safe_relpath("c\x01.txt", c, sizeof(c));
+    assert_string_equal(b, "new_line.txt");
+    assert_string_not_equal(a, b);
+    assert_memory_equal(c, "c_.txt~", 7);
+    /* a long name cut to fit still ends in its hash */
+    char longname[600];
+    memset(longname, 'x', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = 0;
+    pl_safe_relpath(longname, a, sizeof(a));
+    assert_true(strlen(a) < sizeof(a) && strchr(a, '~'));
 }
 
 int main(void) {
