@@ -403,6 +403,13 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
     }
     /* cross-field rules */
     const job_node *gen = map_get(root, "generation"), *ch = map_get(root, "chunking");
+    if (j->model.sha256) { /* 64 hex digits, checked here rather than when the run has started */
+        size_t n = strlen(j->model.sha256), k = 0;
+        while (k < n && strchr("0123456789abcdefABCDEF", j->model.sha256[k])) k++;
+        if (n != 64 || k != n)
+            return fail(c, map_get(map_get(root, "model"), "sha256"), "model.sha256 must be 64 hexadecimal digits "
+                        "(sha256sum's output), got '%.80s'", j->model.sha256);
+    }
     if (j->chunking.max_tokens && j->chunking.overlap >= j->chunking.max_tokens)
         return fail(c, ch ? map_get(ch, "overlap") : root, "chunking.overlap (%lld) must be smaller than "
                     "chunking.max_tokens (%lld)", (long long)j->chunking.overlap, (long long)j->chunking.max_tokens);
@@ -441,7 +448,9 @@ dp_status job_load_buffer(const char *data, size_t len, const char *name, const 
 dp_status job_load(const char *path, job_spec *out, dp_err *err) {
     char *data;
     size_t len;
-    dp_status st = dp_file_read_all(path, JOB_YAML_MAX_BYTES, &data, &len, err);
+    /* opened without blocking and refused unless a regular file: a FIFO named as the job file
+     * cannot hang validate or run */
+    dp_status st = dp_file_read_doc(path, true, NULL, JOB_YAML_MAX_BYTES, &data, &len, err);
     if (st) return st;
     char dir[4096];
     dp_path_dir(path, dir, sizeof(dir));

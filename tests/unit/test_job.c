@@ -98,6 +98,7 @@ static void test_bad_jobs_report_file_line_col(void **state) {
         {"\\n{{content}}\"\n  reduce", "\"\n  reduce", "job.yaml:12:13: prompts.template must contain {{content}}"},
         {"  overlap: 16\n", "  overlap: 16\n  max_tokens: 16\n", "chunking.overlap (16) must be smaller than chunking.max_tokens (16)"},
         {"  max_tokens: 24\n", "  max_tokens: 600\n", "generation.max_tokens (600) leaves no room for the prompt"},
+        {"  path: model.gguf\n", "  path: model.gguf\n  sha256: zz\n", "model.sha256 must be 64 hexadecimal digits"},
         {"inputs:\n  - path: corpus\n", "inputs:\n  - paths: corpus\n", "job.yaml:7:5: unknown key 'paths' in inputs[] (did you mean 'path'?)"},
         {"    include: [\"**/*\"]\n", "    include: {a: b}\n", "inputs[].include must be a list of glob patterns"},
         {"model:\n  path: model.gguf\n  device: auto\n  context: 512\n  threads: 2\n", "model: [1, 2]\n",
@@ -181,6 +182,14 @@ static void test_validate_command_exit_codes(void **state) {
     assert_int_equal(tu_run(NULL, "validate '%s'", tu_tmp("job/noin.yaml")), 66);
     assert_int_equal(tu_run(NULL, "validate '%s'", tu_tmp("job/missing.yaml")), 66);
     assert_int_equal(tu_run(NULL, "validate"), 64);
+    /* a FIFO named as the job file is refused at once, not read forever (a hang ends at the
+     * test's timeout) */
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "mkfifo '%s'", tu_tmp("job/fifo.yaml"));
+    assert_int_equal(system(cmd), 0);
+    const int rc = tu_run(NULL, "validate '%s'", tu_tmp("job/fifo.yaml"));
+    assert_true(rc == 65 || rc == 66);
+    assert_non_null(strstr(tu_last_stderr(), "not a regular file"));
 }
 
 int main(void) {
