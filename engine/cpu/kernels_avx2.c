@@ -154,33 +154,28 @@ static float dot_q5_0(int64_t k, const void *w, const void *x) {
 }
 
 /* Q4_1 / Q5_1: the quants are unsigned, so u8 x i8 directly; the min term m * s is scalar. */
-static float dot_q4_1(int64_t k, const void *w, const void *x) {
-    const eng_block_q4_1 *a = w;
+static inline float dot_min_type(int64_t k, const void *w, const void *x, int wt) {
     const eng_block_q8_1 *b = x;
     __m256 acc = _mm256_setzero_ps();
     float mins = 0;
     for (int64_t i = 0; i < k / 32; i++) {
+        float da, ma;
+        __m256i q;
+        if (wt == ENG_TYPE_Q5_1) {
+            const eng_block_q5_1 *a = (const eng_block_q5_1 *)w + i;
+            q = q5_1_values(a), da = f16(a->d), ma = f16(a->m);
+        } else {
+            const eng_block_q4_1 *a = (const eng_block_q4_1 *)w + i;
+            q = nibbles(a->qs), da = f16(a->d), ma = f16(a->m);
+        }
         const __m256i qb = _mm256_loadu_si256((const __m256i *)b[i].qs);
-        const __m256 d = _mm256_set1_ps(f16(a[i].d) * f16(b[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_u8_i8(nibbles(a[i].qs), qb)), acc);
-        mins += f16(a[i].m) * f16(b[i].s);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(da * f16(b[i].d)), _mm256_cvtepi32_ps(mul_u8_i8(q, qb)), acc);
+        mins += ma * f16(b[i].s);
     }
     return hsum8(acc) + mins;
 }
-
-static float dot_q5_1(int64_t k, const void *w, const void *x) {
-    const eng_block_q5_1 *a = w;
-    const eng_block_q8_1 *b = x;
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
-    for (int64_t i = 0; i < k / 32; i++) {
-        const __m256i qb = _mm256_loadu_si256((const __m256i *)b[i].qs);
-        const __m256 d = _mm256_set1_ps(f16(a[i].d) * f16(b[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_u8_i8(q5_1_values(&a[i]), qb)), acc);
-        mins += f16(a[i].m) * f16(b[i].s);
-    }
-    return hsum8(acc) + mins;
-}
+static float dot_q4_1(int64_t k, const void *w, const void *x) { return dot_min_type(k, w, x, ENG_TYPE_Q4_1); }
+static float dot_q5_1(int64_t k, const void *w, const void *x) { return dot_min_type(k, w, x, ENG_TYPE_Q5_1); }
 
 /* The K-quant dots compute, per 256-block, the exact integers S (scaled value sums) and M (min
  * terms) and fold them in block order as acc = fma(S, xd * d, acc), acc = fma(-M, xd * dmin, acc)
