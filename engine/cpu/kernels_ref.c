@@ -25,29 +25,30 @@ int eng_act_type(int wt) {
 
 size_t eng_act_row_size(int act_type, int64_t k) { return eng_row_size(act_type, k); }
 
+/* One 32-value activation block: d = amax / 127, q = round(x * 127 / amax); returns d, and the
+ * sum of the quants in *sum (Q8_1's s = d * sum). */
+static float q8_block(const float *x, int8_t qs[32], int *sum) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    *sum = 0;
+    for (int j = 0; j < 32; j++) *sum += qs[j] = (int8_t)lrintf(x[j] * id);
+    return d;
+}
+
 void eng_act_quantize_ref(int act_type, const float *x, void *y, int64_t k);
 void eng_act_quantize_ref(int act_type, const float *x, void *y, int64_t k) {
+    int sum;
     if (act_type == ENG_TYPE_Q8_0) {
         eng_block_q8_0 *b = y;
-        for (int64_t i = 0; i < k / 32; i++, x += 32) {
-            float amax = 0.0f;
-            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
-            const float d = amax / 127.0f;
-            const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-            b[i].d = eng_f32_to_f16(d);
-            for (int j = 0; j < 32; j++) b[i].qs[j] = (int8_t)lrintf(x[j] * id);
-        }
+        for (int64_t i = 0; i < k / 32; i++, x += 32) b[i].d = eng_f32_to_f16(q8_block(x, b[i].qs, &sum));
         return;
     }
-    if (act_type == ENG_TYPE_Q8_1) { /* as Q8_0, plus s = d * (sum of the 32 quants) */
+    if (act_type == ENG_TYPE_Q8_1) {
         eng_block_q8_1 *b = y;
         for (int64_t i = 0; i < k / 32; i++, x += 32) {
-            float amax = 0.0f;
-            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
-            const float d = amax / 127.0f;
-            const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-            int sum = 0;
-            for (int j = 0; j < 32; j++) sum += b[i].qs[j] = (int8_t)lrintf(x[j] * id);
+            const float d = q8_block(x, b[i].qs, &sum);
             b[i].d = eng_f32_to_f16(d);
             b[i].s = eng_f32_to_f16((float)sum * d);
         }
@@ -201,35 +202,29 @@ static float dot_q5_0(int64_t k, const void *w, const void *x) {
     return sum;
 }
 
-/* Q4_1 / Q5_1 x Q8_1: d_a * d_b * sum q * q8 + m_a * s_b (s_b = d_b * sum q8). */
-static float dot_q4_1(int64_t k, const void *w, const void *x) {
-    const eng_block_q4_1 *a = w;
+/* Q4_1 / Q5_1 x Q8_1: d_a * d_b * sum q * q8 + m_a * s_b (s_b = d_b * sum q8); Q5_1's fifth bit
+ * of value j is bit j of qh. */
+static float dot_min_type(int64_t k, const void *w, const void *x, bool five) {
     const eng_block_q8_1 *b = x;
     float sum = 0;
     for (int64_t i = 0; i < k / 32; i++) {
-        int s = 0;
-        for (int j = 0; j < 16; j++) s += (a[i].qs[j] & 0xF) * b[i].qs[j] + (a[i].qs[j] >> 4) * b[i].qs[j + 16];
-        sum += (float)s * (F16(a[i].d) * F16(b[i].d)) + F16(a[i].m) * F16(b[i].s);
-    }
-    return sum;
-}
-
-static float dot_q5_1(int64_t k, const void *w, const void *x) {
-    const eng_block_q5_1 *a = w;
-    const eng_block_q8_1 *b = x;
-    float sum = 0;
-    for (int64_t i = 0; i < k / 32; i++) {
-        uint32_t h;
-        memcpy(&h, a[i].qh, 4);
+        const eng_block_q4_1 *a4 = (const eng_block_q4_1 *)w + i;
+        const eng_block_q5_1 *a5 = (const eng_block_q5_1 *)w + i;
+        const uint8_t *qs = five ? a5->qs : a4->qs;
+        uint32_t h = 0;
+        if (five) memcpy(&h, a5->qh, 4);
         int s = 0;
         for (int j = 0; j < 16; j++) {
-            s += (int)((a[i].qs[j] & 0xF) | (((h >> j) & 1) << 4)) * b[i].qs[j];
-            s += (int)((a[i].qs[j] >> 4) | (((h >> (j + 16)) & 1) << 4)) * b[i].qs[j + 16];
+            s += (int)((qs[j] & 0xF) | (((h >> j) & 1) << 4)) * b[i].qs[j];
+            s += (int)((qs[j] >> 4) | (((h >> (j + 16)) & 1) << 4)) * b[i].qs[j + 16];
         }
-        sum += (float)s * (F16(a[i].d) * F16(b[i].d)) + F16(a[i].m) * F16(b[i].s);
+        const float d = F16(five ? a5->d : a4->d), m = F16(five ? a5->m : a4->m);
+        sum += (float)s * (d * F16(b[i].d)) + m * F16(b[i].s);
     }
     return sum;
 }
+static float dot_q4_1(int64_t k, const void *w, const void *x) { return dot_min_type(k, w, x, false); }
+static float dot_q5_1(int64_t k, const void *w, const void *x) { return dot_min_type(k, w, x, true); }
 
 /* Formats without an integer kernel: dequantize 256 weights at a time, f32 dot. */
 #define DEQ_DOT(name, type)                                                       \
