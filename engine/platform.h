@@ -54,6 +54,9 @@ dp_status dp_remove(const char *path, dp_err *err);
 /* Creates dir and missing parents (mode 0755). Existing directories are fine. */
 dp_status dp_mkdir_p(const char *path, dp_err *err);
 bool dp_path_exists(const char *path);
+/* Whether this process may create files in folder dir (a check before work starts; the
+ * create itself still reports its own error). */
+bool dp_dir_writable(const char *dir);
 /* The folder part of path into out: "a/b" for "a/b/c.txt", "/" for "/c.txt", "." for "c.txt". */
 void dp_path_dir(const char *path, char *out, size_t cap);
 /* Reads a whole file (up to max_bytes) into a new NUL-terminated buffer; free with free(). */

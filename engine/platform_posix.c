@@ -179,6 +179,8 @@ bool dp_path_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
+bool dp_dir_writable(const char *dir) { return access(dir, W_OK | X_OK) == 0; }
+
 dp_status dp_file_read_all(const char *path, size_t max_bytes, char **data, size_t *len, dp_err *err) {
     dp_file f;
     uint64_t size = 0;

@@ -92,12 +92,23 @@ bool job_template_var_known(const char *name, size_t len) {
     return false;
 }
 
+typedef struct ctx_error {
+    int line, col;
+    char *msg;
+} ctx_error;
+
+#define MAX_REPORTED 32
+
 typedef struct ctx {
     const char *name; /* file name for messages */
     const char *dir;
     dp_err *err;
+    ctx_error errors[MAX_REPORTED]; /* every schema error is reported, not only the first */
+    int n_errors;
 } ctx;
 
+/* Records an error at node n and returns DP_EFORMAT; parsing goes on so that one pass over
+ * the file reports all of them (report_errors puts them in file order). */
 static dp_status fail(ctx *c, const job_node *n, const char *fmt, ...) DP_PRINTF(3, 4);
 static dp_status fail(ctx *c, const job_node *n, const char *fmt, ...) {
     char msg[DP_ERR_MSG_MAX];
@@ -105,7 +116,41 @@ static dp_status fail(ctx *c, const job_node *n, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    return dp_err_set(c->err, DP_EFORMAT, "%s:%d:%d: %s", c->name, n ? n->line : 1, n ? n->col : 1, msg);
+    if (c->n_errors < MAX_REPORTED) c->errors[c->n_errors] = (ctx_error){n ? n->line : 1, n ? n->col : 1, strdup(msg)};
+    c->n_errors++;
+    return DP_EFORMAT;
+}
+
+static int by_position(const void *a, const void *b) {
+    const ctx_error *x = a, *y = b;
+    return x->line != y->line ? (x->line > y->line) - (x->line < y->line) : (x->col > y->col) - (x->col < y->col);
+}
+
+/* err gets "FILE:LINE:COL: message" lines in file order, as many as fit. */
+static void report_errors(ctx *c) {
+    const int n = c->n_errors < MAX_REPORTED ? c->n_errors : MAX_REPORTED;
+    qsort(c->errors, (size_t)n, sizeof(ctx_error), by_position);
+    int listed = 0;
+    for (int i = 0; i < n; i++) {
+        const ctx_error *e = &c->errors[i];
+        if (!c->err) break;
+        if (i == 0) {
+            dp_err_set(c->err, DP_EFORMAT, "%s:%d:%d: %s", c->name, e->line, e->col, e->msg ? e->msg : "out of memory");
+            listed++;
+            continue;
+        }
+        size_t have = strlen(c->err->msg);
+        int k = snprintf(NULL, 0, "\n%s:%d:%d: %s", c->name, e->line, e->col, e->msg ? e->msg : "");
+        if (k < 0 || have + (size_t)k + 32 >= sizeof(c->err->msg)) break;
+        snprintf(c->err->msg + have, sizeof(c->err->msg) - have, "\n%s:%d:%d: %s", c->name, e->line, e->col,
+                 e->msg ? e->msg : "");
+        listed++;
+    }
+    if (c->err && listed < c->n_errors) {
+        size_t have = strlen(c->err->msg);
+        snprintf(c->err->msg + have, sizeof(c->err->msg) - have, "\n(%d more errors)", c->n_errors - listed);
+    }
+    for (int i = 0; i < n; i++) free(c->errors[i].msg);
 }
 
 static const char *kind_name(const job_node *n) {
@@ -284,10 +329,12 @@ static dp_status set_field(ctx *c, const field *f, const job_node *n, uint8_t *b
     return DP_OK;
 }
 
-/* Applies the fields of `section` from mapping m (may be NULL: defaults only) to base. */
+/* Applies the fields of `section` from mapping m (may be NULL: defaults only) to base. A key
+ * in error is reported and the others still checked; returns DP_EFORMAT if any was in error. */
 static dp_status apply_section(ctx *c, const char *section, const job_node *m, const job_node *where, uint8_t *base) {
     if (m && m->kind != JOB_NODE_MAP)
         return fail(c, m, "%s must be a mapping of keys, not %s", section, kind_name(m));
+    const int errors_before = c->n_errors;
     /* unknown or duplicate keys */
     for (size_t i = 0; m && i + 1 < m->n; i += 2) {
         const job_node *k = m->items[i];
@@ -296,12 +343,15 @@ static dp_status apply_section(ctx *c, const char *section, const job_node *m, c
             known = !strcmp(k_fields[f].section, section) && !strcmp(k_fields[f].key, k->text);
         if (!known) {
             const char *s = suggest(section, k->text);
-            return fail(c, k, "unknown key '%s' in %s%s%s%s", k->text, section, s ? " (did you mean '" : "",
-                        s ? s : "", s ? "'?)" : "");
+            fail(c, k, "unknown key '%s' in %s%s%s%s", k->text, section, s ? " (did you mean '" : "",
+                 s ? s : "", s ? "'?)" : "");
+            continue;
         }
         for (size_t j = 0; j < i; j += 2)
-            if (!strcmp(m->items[j]->text, k->text))
-                return fail(c, k, "key '%s' appears twice in %s (first at line %d)", k->text, section, m->items[j]->line);
+            if (!strcmp(m->items[j]->text, k->text)) {
+                fail(c, k, "key '%s' appears twice in %s (first at line %d)", k->text, section, m->items[j]->line);
+                break;
+            }
     }
     for (size_t f = 0; f < N_FIELDS; f++) {
         const field *fd = &k_fields[f];
@@ -312,20 +362,20 @@ static dp_status apply_section(ctx *c, const char *section, const job_node *m, c
         if (v && v->kind == JOB_NODE_SCALAR && v->plain && (!strcmp(v->text, "null") || !strcmp(v->text, "~") ||
                                                            !v->len))
             v = NULL; /* an explicit null means "the default" */
+        dp_status st = DP_OK;
         if (!v) {
             if (fd->required)
-                return fail(c, where, "%s.%s is required", !strcmp(section, "inputs[]") ? "inputs[]" : section, fd->key);
+                fail(c, where, "%s.%s is required", !strcmp(section, "inputs[]") ? "inputs[]" : section, fd->key);
             if (!fd->def) continue;
             job_node dn = {JOB_NODE_SCALAR, where ? where->line : 1, where ? where->col : 1, (char *)fd->def,
                            strlen(fd->def), true, NULL, 0};
-            dp_status st = set_field(c, fd, &dn, base, true);
-            if (st) return st;
-            continue;
+            st = set_field(c, fd, &dn, base, true);
+        } else {
+            st = set_field(c, fd, v, base, false);
         }
-        dp_status st = set_field(c, fd, v, base, false);
-        if (st) return st;
+        if (st && st != DP_EFORMAT) return st; /* out of memory: nothing more to say */
     }
-    return DP_OK;
+    return c->n_errors > errors_before ? DP_EFORMAT : DP_OK;
 }
 
 static const job_node *map_get(const job_node *m, const char *key) {
@@ -346,26 +396,35 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
                                                kind_name(root));
     for (size_t i = 0; i + 1 < root->n; i += 2) {
         const job_node *k = root->items[i];
-        if (k->kind != JOB_NODE_SCALAR) return fail(c, k, "section names must be plain words");
+        if (k->kind != JOB_NODE_SCALAR) {
+            fail(c, k, "section names must be plain words");
+            continue;
+        }
         bool known = false;
         for (size_t s = 0; s < sizeof(k_sections) / sizeof(k_sections[0]); s++) known |= !strcmp(k->text, k_sections[s]);
         if (!known) {
             const char *s = suggest(NULL, k->text);
-            return fail(c, k, "unknown section '%s'%s%s%s (sections: model, inputs, prompts, generation, chunking, "
-                        "outputs, state_dir)", k->text, s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
+            fail(c, k, "unknown section '%s'%s%s%s (sections: model, inputs, prompts, generation, chunking, "
+                 "outputs, state_dir)", k->text, s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
+            continue;
         }
         for (size_t p = 0; p < i; p += 2)
-            if (!strcmp(root->items[p]->text, k->text))
-                return fail(c, k, "section '%s' appears twice (first at line %d)", k->text, root->items[p]->line);
+            if (root->items[p]->kind == JOB_NODE_SCALAR && !strcmp(root->items[p]->text, k->text)) {
+                fail(c, k, "section '%s' appears twice (first at line %d)", k->text, root->items[p]->line);
+                break;
+            }
     }
+    dp_status st;
     const char *secs[] = {"model", "prompts", "generation", "chunking", "outputs"};
     for (size_t s = 0; s < 5; s++) {
         const job_node *m = map_get(root, secs[s]);
-        if (!m && (!strcmp(secs[s], "model") || !strcmp(secs[s], "prompts") || !strcmp(secs[s], "outputs")))
-            return fail(c, root, "section '%s' is required", secs[s]);
+        if (!m && (!strcmp(secs[s], "model") || !strcmp(secs[s], "prompts") || !strcmp(secs[s], "outputs"))) {
+            fail(c, root, "section '%s' is required", secs[s]);
+            continue;
+        }
         /* a missing required key is reported at the section's name */
-        dp_status st = apply_section(c, secs[s], m, m ? map_key(root, secs[s]) : root, (uint8_t *)j);
-        if (st) return st;
+        st = apply_section(c, secs[s], m, m ? map_key(root, secs[s]) : root, (uint8_t *)j);
+        if (st && st != DP_EFORMAT) return st;
     }
     {
         /* where model.path is written, for "model file missing" messages after parsing */
@@ -375,7 +434,6 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
     }
     /* state_dir: a top-level value */
     job_node top = *root;
-    dp_status st;
     {
         const job_node *sd = map_get(root, "state_dir");
         job_node wrap = {JOB_NODE_MAP, root->line, root->col, NULL, 0, false, NULL, 0};
@@ -386,43 +444,46 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
             wrap.n = 2;
         }
         st = apply_section(c, "", sd ? &wrap : NULL, &top, (uint8_t *)j);
-        if (st) return st;
+        if (st && st != DP_EFORMAT) return st;
     }
     const job_node *in = map_get(root, "inputs");
-    if (!in) return fail(c, root, "section 'inputs' is required (a list of folders)");
-    if (in->kind != JOB_NODE_SEQ || in->n == 0)
-        return fail(c, in, "inputs must be a non-empty list of folders (- path: docs)");
-    j->inputs = calloc(in->n, sizeof(job_input));
-    if (!j->inputs) return dp_err_set(c->err, DP_ENOMEM, "out of memory");
-    for (size_t i = 0; i < in->n; i++) {
-        const job_node *e = in->items[i];
-        job_input *ji = &j->inputs[j->n_inputs++];
-        ji->line = e->line;
-        ji->col = e->col;
-        if ((st = apply_section(c, "inputs[]", e, e, (uint8_t *)ji))) return st;
+    if (!in) fail(c, root, "section 'inputs' is required (a list of folders)");
+    else if (in->kind != JOB_NODE_SEQ || in->n == 0) fail(c, in, "inputs must be a non-empty list of folders (- path: docs)");
+    else {
+        j->inputs = calloc(in->n, sizeof(job_input));
+        if (!j->inputs) return dp_err_set(c->err, DP_ENOMEM, "out of memory");
+        for (size_t i = 0; i < in->n; i++) {
+            const job_node *e = in->items[i];
+            job_input *ji = &j->inputs[j->n_inputs++];
+            ji->line = e->line;
+            ji->col = e->col;
+            st = apply_section(c, "inputs[]", e, e, (uint8_t *)ji);
+            if (st && st != DP_EFORMAT) return st;
+        }
     }
-    /* cross-field rules */
+    /* cross-field rules: only between values that parsed */
+    if (c->n_errors) return DP_EFORMAT;
     const job_node *gen = map_get(root, "generation"), *ch = map_get(root, "chunking");
     if (j->model.sha256) { /* 64 hex digits, checked here rather than when the run has started */
         size_t n = strlen(j->model.sha256), k = 0;
         while (k < n && strchr("0123456789abcdefABCDEF", j->model.sha256[k])) k++;
         if (n != 64 || k != n)
-            return fail(c, map_get(map_get(root, "model"), "sha256"), "model.sha256 must be 64 hexadecimal digits "
-                        "(sha256sum's output), got '%.80s'", j->model.sha256);
+            fail(c, map_get(map_get(root, "model"), "sha256"), "model.sha256 must be 64 hexadecimal digits "
+                 "(sha256sum's output), got '%.80s'", j->model.sha256);
     }
     if (j->chunking.max_tokens && j->chunking.overlap >= j->chunking.max_tokens)
-        return fail(c, ch ? map_get(ch, "overlap") : root, "chunking.overlap (%lld) must be smaller than "
-                    "chunking.max_tokens (%lld)", (long long)j->chunking.overlap, (long long)j->chunking.max_tokens);
+        fail(c, ch ? map_get(ch, "overlap") : root, "chunking.overlap (%lld) must be smaller than "
+             "chunking.max_tokens (%lld)", (long long)j->chunking.overlap, (long long)j->chunking.max_tokens);
     if (j->generation.max_tokens >= j->model.context)
-        return fail(c, gen ? map_get(gen, "max_tokens") : root, "generation.max_tokens (%lld) leaves no room for the "
-                    "prompt in model.context (%lld)", (long long)j->generation.max_tokens, (long long)j->model.context);
+        fail(c, gen ? map_get(gen, "max_tokens") : root, "generation.max_tokens (%lld) leaves no room for the "
+             "prompt in model.context (%lld)", (long long)j->generation.max_tokens, (long long)j->model.context);
     const job_node *pr = map_get(root, "prompts");
     if (!strstr(j->prompts.template_, "{{content}}") && !strstr(j->prompts.template_, "{{ content }}"))
-        return fail(c, map_get(pr, "template"), "prompts.template must contain {{content}}");
+        fail(c, map_get(pr, "template"), "prompts.template must contain {{content}}");
     if (j->prompts.reduce_template && !strstr(j->prompts.reduce_template, "{{content}}") &&
         !strstr(j->prompts.reduce_template, "{{ content }}"))
-        return fail(c, map_get(pr, "reduce_template"), "prompts.reduce_template must contain {{content}}");
-    return DP_OK;
+        fail(c, map_get(pr, "reduce_template"), "prompts.reduce_template must contain {{content}}");
+    return c->n_errors ? DP_EFORMAT : DP_OK;
 }
 
 dp_status job_load_buffer(const char *data, size_t len, const char *name, const char *dir, job_spec *out,
@@ -434,8 +495,11 @@ dp_status job_load_buffer(const char *data, size_t len, const char *name, const 
     memset(&j, 0, sizeof(j));
     j.file = dupstr(name, strlen(name));
     j.dir = dupstr(dir ? dir : "", dir ? strlen(dir) : 0);
-    ctx c = {name, dir, err};
+    ctx c = {.name = name, .dir = dir, .err = err};
     st = build(&c, root, &j);
+    if (st == DP_EFORMAT) report_errors(&c);
+    else
+        for (int i = 0; i < c.n_errors && i < MAX_REPORTED; i++) free(c.errors[i].msg);
     job_node_free(root);
     if (st) {
         job_spec_free(&j);

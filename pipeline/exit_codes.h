@@ -5,6 +5,8 @@
 #ifndef PL_EXIT_CODES_H
 #define PL_EXIT_CODES_H
 
+#include "status.h"
+
 enum {
     PL_EXIT_OK = 0,          /* every request succeeded */
     PL_EXIT_PARTIAL = 3,     /* finished, some documents failed */
@@ -17,5 +19,12 @@ enum {
     PL_EXIT_TEMPFAIL = 75,   /* interrupted or locked: run again to resume */
     PL_EXIT_CONFIG = 78,     /* model missing or invalid, fingerprint changed */
 };
+
+/* A file of the outputs or the state could not be created or written: the same situation
+ * gives the same code wherever it happens (docs/errors.md). Permissions, and a file that is
+ * someone else's, are 73; the storage failing (full, I/O error, fsync) is 74. */
+static inline int pl_exit_for_write(dp_status st) {
+    return st == DP_ENOMEM ? PL_EXIT_SOFTWARE : st == DP_EACCES || st == DP_EEXIST ? PL_EXIT_CANTCREAT : PL_EXIT_IOERR;
+}
 
 #endif /* PL_EXIT_CODES_H */

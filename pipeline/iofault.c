@@ -40,3 +40,13 @@ dp_status pl_io_point(const char *op, const char *path, dp_err *err) {
     if (g.action == 2) return dp_err_set(err, DP_ENOSPC, "%s: %s failed: no space left on device (injected)", path, op);
     return dp_err_set(err, DP_EIO, "%s: %s failed: input/output error (injected)", path, op);
 }
+
+void pl_pause_after_listing(void) {
+    const char *path = getenv("DOCPIPE_PAUSE_AFTER_LISTING");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fclose(f);
+    for (int waited = 0; waited < 60000 && dp_path_exists(path) && !dp_stop_requests(); waited += 10)
+        dp_sleep_ms(10);
+}

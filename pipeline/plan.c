@@ -38,7 +38,7 @@ static int load(pl_run *r, const char *job_path) {
         return PL_EXIT_DATAERR;
     }
     snprintf(path, sizeof(path), "%s/ledger.jsonl", r->job.state_dir);
-    if ((st = pl_ledger_load(path, st ? 0 : r->ck.ledger_bytes, &r->ledger, &err))) {
+    if ((st = pl_ledger_load(path, st ? 0 : r->ck.ledger_bytes, st ? NULL : r->ck.ledger_sha256, &r->ledger, &err))) {
         fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
         return st == DP_EFORMAT ? PL_EXIT_DATAERR : PL_EXIT_IOERR;
     }
@@ -108,7 +108,7 @@ static void status_shards(const pl_run *r, uint32_t n) {
         snprintf(path, sizeof(path), "%s/shard-%u-of-%u/checkpoint.json", r->job.state_dir, i, n);
         const bool started = pl_checkpoint_read(path, &ck, &err) == DP_OK;
         snprintf(path, sizeof(path), "%s/shard-%u-of-%u/ledger.jsonl", r->job.state_dir, i, n);
-        if (pl_ledger_load(path, started ? ck.ledger_bytes : 0, &l, &err)) {
+        if (pl_ledger_load(path, started ? ck.ledger_bytes : 0, started ? ck.ledger_sha256 : NULL, &l, &err)) {
             printf("  shard %u: %s\n", i, dp_err_msg(&err));
             pl_ledger_free(l);
             if (started) pl_checkpoint_free(&ck);
@@ -134,9 +134,34 @@ static void status_shards(const pl_run *r, uint32_t n) {
     json_decref(man);
 }
 
+/* The outputs against the hashes the checkpoint recorded: status is where a damaged state
+ * should show first, before a run refuses it. */
+static int check_outputs(const pl_run *r) {
+    if (!r->ck.results_path) return 0;
+    const job_spec *j = &r->job;
+    char res[4200], errs[4200];
+    snprintf(res, sizeof(res), "%s%s", j->outputs.jsonl, j->outputs.gzip ? ".gz" : "");
+    dp_path_dir(j->outputs.jsonl, errs, sizeof(errs));
+    size_t n = strlen(errs);
+    snprintf(errs + n, sizeof(errs) - n, "/errors.jsonl");
+    const char *paths[2] = {res, errs}, *want[2] = {r->ck.results_sha256, r->ck.errors_sha256};
+    const uint64_t bytes[2] = {r->ck.results_bytes, r->ck.errors_bytes};
+    for (int i = 0; i < 2; i++) {
+        if (!want[i][0]) continue;
+        dp_err err = {0};
+        dp_status st = pl_file_check_prefix(paths[i], bytes[i], want[i], &err);
+        if (st) {
+            fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+            return st == DP_EFORMAT ? PL_EXIT_DATAERR : PL_EXIT_IOERR;
+        }
+    }
+    return 0;
+}
+
 int pl_status_job(const char *job_path) {
     pl_run r;
     int rc = load(&r, job_path);
+    if (!rc) rc = check_outputs(&r);
     if (!rc) {
         char mp[4400];
         uint32_t n = 0;
@@ -294,7 +319,7 @@ int pl_plan_job(const char *job_path, bool bench, uint32_t shards) {
         /* a manifest lists every document, whatever a single run did before */
         pl_ledger_free(r.ledger);
         dp_err e2 = {0};
-        pl_ledger_load("", 0, &r.ledger, &e2);
+        pl_ledger_load("", 0, NULL, &r.ledger, &e2);
     }
     dp_err err = {0};
     if (!rc && eng_model_load(r.job.model.path, &r.model, &err)) {

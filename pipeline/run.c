@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "exit_codes.h"
+#include "preflight.h"
 #include "progress.h"
 #include "rng.h"
 #include "run_internal.h"
@@ -138,13 +139,6 @@ static void templates_fingerprint(const job_spec *j, char out[65]) {
     sha_hex_of(&h, out);
 }
 
-/* path is inside (or is) dir */
-static bool inside(const char *path, const char *dir) {
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/') n--;
-    return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == 0);
-}
-
 void pl_run_free(pl_run *r) {
     while (r->reg.next && r->reg.next != &r->reg) pl_unit_free(r, r->reg.next);
     pl_queue_free(r->q_docs);
@@ -252,46 +246,19 @@ static int open_job(pl_run *r, const char *job_path, const pl_run_opts *o) {
         fprintf(stderr, "docpipe: out of memory\n");
         return 70;
     }
-    /* an output inside an input folder would be read back as input by the next run */
-    for (size_t i = 0; i < j->n_inputs; i++) {
-        const char *what = inside(od, j->inputs[i].path) ? "outputs.jsonl"
-                           : inside(j->state_dir, j->inputs[i].path) ? "state_dir"
-                           : j->outputs.per_document_dir && inside(j->outputs.per_document_dir, j->inputs[i].path)
-                               ? "outputs.per_document_dir" : NULL;
-        if (what) {
-            fprintf(stderr, "docpipe: %s:%d:%d: %s lies inside input folder %s: the next run would read its own "
-                    "output; put outputs and state elsewhere\n", j->file, j->inputs[i].line, j->inputs[i].col, what,
-                    j->inputs[i].path);
-            free(od);
-            return PL_EXIT_DATAERR;
-        }
-    }
     free(od);
-    for (size_t i = 0; i < j->n_inputs; i++) {
-        dp_stat_info si;
-        if (dp_stat(j->inputs[i].path, true, &si, NULL) || si.kind != DP_KIND_DIR) {
-            fprintf(stderr, "docpipe: %s:%d:%d: inputs[%zu].path: %s is not a folder\n", j->file, j->inputs[i].line,
-                    j->inputs[i].col, i, j->inputs[i].path);
-            return PL_EXIT_NOINPUT;
-        }
-    }
-    dp_stat_info si;
-    if (dp_stat(j->model.path, true, &si, NULL) || si.kind != DP_KIND_FILE) {
-        fprintf(stderr, "docpipe: %s:%d:%d: model.path: %s is not a readable file\n", j->file, j->model.path_line,
-                j->model.path_col, j->model.path);
-        return PL_EXIT_CONFIG;
-    }
-    return 0;
+    return pl_preflight(j, PL_PREFLIGHT_RUN, "docpipe");
 }
 
 /* Takes the job lock. */
 static int lock_job(pl_run *r) {
     dp_err err = {0};
-    if (dp_mkdir_p(r->state_dir, &err)) {
+    dp_status st = dp_mkdir_p(r->state_dir, &err);
+    if (st) {
         fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
-        return PL_EXIT_CANTCREAT;
+        return pl_exit_for_write(st);
     }
-    dp_status st = dp_lock_acquire(&r->lock, r->lock_path, &err);
+    st = dp_lock_acquire(&r->lock, r->lock_path, &err);
     if (st == DP_EBUSY) {
         char note[128];
         dp_lock_read_note(r->lock_path, note, sizeof(note));
@@ -303,7 +270,7 @@ static int lock_job(pl_run *r) {
     }
     if (st) {
         fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
-        return PL_EXIT_CANTCREAT;
+        return pl_exit_for_write(st);
     }
     char note[64];
     snprintf(note, sizeof(note), "pid %d\n", dp_getpid());
@@ -392,6 +359,11 @@ static int open_state(pl_run *r, bool restart_requested) {
         r->ck.results_path = strdup(res_rel);
         r->ck.errors_path = strdup(err_rel);
         r->ck.gzip = j->outputs.gzip;
+        uint8_t d[32];
+        dp_sha256_digest("", 0, d); /* the sinks are empty */
+        dp_sha256_hex(d, r->ck.results_sha256);
+        memcpy(r->ck.errors_sha256, r->ck.results_sha256, 65);
+        memcpy(r->ck.ledger_sha256, r->ck.results_sha256, 65);
         for (int i = 0; i < 2; i++) {
             const char *p = i ? r->errors_path : r->results_path;
             if (dp_path_exists(p)) {
@@ -406,13 +378,13 @@ static int open_state(pl_run *r, bool restart_requested) {
         if (!st) st = pl_checkpoint_write(r->checkpoint_path, &r->ck, &err);
         if (st) {
             fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
-            return st == DP_ENOSPC || st == DP_EIO ? PL_EXIT_IOERR : PL_EXIT_CANTCREAT;
+            return pl_exit_for_write(st);
         }
-        if ((st = pl_sink_open(&r->results, r->results_path, j->outputs.gzip, true, 0, &err)) ||
-            (st = pl_sink_open(&r->errors, r->errors_path, false, true, 0, &err)) ||
-            (st = pl_sink_open(&r->ledger_sink, r->ledger_path, false, false, 0, &err))) {
+        if ((st = pl_sink_open(&r->results, r->results_path, j->outputs.gzip, true, 0, NULL, &err)) ||
+            (st = pl_sink_open(&r->errors, r->errors_path, false, true, 0, NULL, &err)) ||
+            (st = pl_sink_open(&r->ledger_sink, r->ledger_path, false, false, 0, NULL, &err))) {
             fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
-            return st == DP_EEXIST ? PL_EXIT_CANTCREAT : PL_EXIT_IOERR;
+            return pl_exit_for_write(st);
         }
     } else {
         const char *what = changed(&r->ck.fp, &r->fp);
@@ -427,15 +399,18 @@ static int open_state(pl_run *r, bool restart_requested) {
                     "--restart to start over, or undo the change\n", r->checkpoint_path, r->ck.results_path);
             return PL_EXIT_CONFIG;
         }
-        /* resume: cut every sink back to what the checkpoint covers */
-        if ((st = pl_sink_open(&r->results, r->results_path, j->outputs.gzip, false, r->ck.results_bytes, &err)) ||
-            (st = pl_sink_open(&r->errors, r->errors_path, false, false, r->ck.errors_bytes, &err)) ||
-            (st = pl_sink_open(&r->ledger_sink, r->ledger_path, false, false, r->ck.ledger_bytes, &err))) {
+        /* resume: check every sink against its hash, then cut it back to what the checkpoint covers */
+        if ((st = pl_sink_open(&r->results, r->results_path, j->outputs.gzip, false, r->ck.results_bytes,
+                               r->ck.results_sha256, &err)) ||
+            (st = pl_sink_open(&r->errors, r->errors_path, false, false, r->ck.errors_bytes, r->ck.errors_sha256,
+                               &err)) ||
+            (st = pl_sink_open(&r->ledger_sink, r->ledger_path, false, false, r->ck.ledger_bytes, r->ck.ledger_sha256,
+                               &err))) {
             fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
-            return PL_EXIT_IOERR;
+            return st == DP_EFORMAT ? PL_EXIT_DATAERR : pl_exit_for_write(st);
         }
     }
-    if ((st = pl_ledger_load(r->ledger_path, r->ck.ledger_bytes, &r->ledger, &err))) {
+    if ((st = pl_ledger_load(r->ledger_path, r->ck.ledger_bytes, r->ck.ledger_sha256, &r->ledger, &err))) {
         fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
         return st == DP_EFORMAT ? PL_EXIT_DATAERR : PL_EXIT_IOERR;
     }

@@ -10,10 +10,70 @@
 
 #include "iofault.h"
 
-dp_status pl_sink_open(pl_sink *s, const char *path, bool gzip, bool fresh, uint64_t committed, dp_err *err) {
+static dp_status hash_prefix(const char *path, uint64_t n, dp_sha256 *h, dp_err *err) {
+    dp_sha256_init(h);
+    if (n == 0) return DP_OK;
+    dp_file f = {.handle = -1};
+    dp_status st = dp_file_open(&f, path, DP_FILE_READ, err);
+    if (st) return st;
+    const size_t chunk = (size_t)1 << 20;
+    uint8_t *buf = malloc(chunk);
+    if (!buf) st = dp_err_set(err, DP_ENOMEM, "%s: out of memory", path);
+    for (uint64_t off = 0; !st && off < n;) {
+        const size_t k = n - off < chunk ? (size_t)(n - off) : chunk;
+        if (!(st = dp_file_pread(&f, buf, k, off, err))) {
+            dp_sha256_update(h, buf, k);
+            off += k;
+        }
+    }
+    free(buf);
+    dp_file_close(&f, NULL);
+    return st;
+}
+
+static dp_status check_hash(const char *path, uint64_t n, dp_sha256 *h, const char *want, dp_err *err) {
+    if (!want || !want[0]) return DP_OK;
+    dp_sha256 copy = *h;
+    uint8_t d[32];
+    char hex[65];
+    dp_sha256_final(&copy, d);
+    dp_sha256_hex(d, hex);
+    if (!strcmp(hex, want)) return DP_OK;
+    return dp_err_set(err, DP_EFORMAT, "%s: its first %llu bytes do not match the sha256 the checkpoint recorded at "
+                      "the last commit: the file was edited or damaged after docpipe wrote it. Nothing was modified; "
+                      "restore the file, or move the outputs and the state folder aside (--restart does that) and "
+                      "start over", path, (unsigned long long)n);
+}
+
+static dp_status short_file(const char *path, uint64_t size, uint64_t committed, dp_err *err) {
+    return dp_err_set(err, DP_EIO, "%s: has %llu bytes, the checkpoint says %llu were written and synced; the file "
+                      "was changed or the storage lost data (nothing was modified)", path, (unsigned long long)size,
+                      (unsigned long long)committed);
+}
+
+dp_status pl_file_check_prefix(const char *path, uint64_t n, const char *want_sha256, dp_err *err) {
+    dp_stat_info si;
+    dp_status st = dp_stat(path, true, &si, err);
+    if (st) return st;
+    if (si.size < n) return short_file(path, si.size, n, err);
+    dp_sha256 h;
+    if ((st = hash_prefix(path, n, &h, err))) return st;
+    return check_hash(path, n, &h, want_sha256, err);
+}
+
+void pl_sink_sha256(const pl_sink *s, char hex[65]) {
+    dp_sha256 h = s->hash; /* finalising a copy leaves the running hash open for more lines */
+    uint8_t d[32];
+    dp_sha256_final(&h, d);
+    dp_sha256_hex(d, hex);
+}
+
+dp_status pl_sink_open(pl_sink *s, const char *path, bool gzip, bool fresh, uint64_t committed,
+                       const char *want_sha256, dp_err *err) {
     memset(s, 0, sizeof(*s));
     s->f.handle = -1;
     s->gzip = gzip;
+    dp_sha256_init(&s->hash);
     dp_buf_init(&s->pending, (size_t)1 << 31);
     if (!(s->path = strdup(path))) return dp_err_set(err, DP_ENOMEM, "out of memory");
     dp_status st;
@@ -29,10 +89,11 @@ dp_status pl_sink_open(pl_sink *s, const char *path, bool gzip, bool fresh, uint
     if ((st = dp_file_open(&s->f, path, DP_FILE_WRITE | DP_FILE_APPEND, err))) return st;
     uint64_t size = 0;
     if ((st = dp_file_size(&s->f, &size, err))) return st;
-    if (size < committed)
-        return dp_err_set(err, DP_EIO, "%s: has %llu bytes, the checkpoint says %llu were written and synced; the "
-                          "file was changed or the storage lost data (nothing was modified)", path,
-                          (unsigned long long)size, (unsigned long long)committed);
+    if (size < committed) return short_file(path, size, committed, err);
+    /* verified before anything is cut: a damaged file is left exactly as it was found */
+    if ((st = hash_prefix(path, committed, &s->hash, err)) ||
+        (st = check_hash(path, committed, &s->hash, want_sha256, err)))
+        return st;
     if (size > committed) {
         if ((st = pl_io_point("truncate", path, err)) || (st = dp_file_truncate(&s->f, committed, err)) ||
             (st = dp_file_datasync(&s->f, err)))
@@ -87,6 +148,7 @@ dp_status pl_sink_flush(pl_sink *s, dp_err *err) {
         }
         st = pl_io_point("write", s->path, err);
         if (!st) st = dp_file_write(&s->f, data, n, err);
+        if (!st) dp_sha256_update(&s->hash, data, n);
         free(gz);
         if (st) return st;
         s->size += n;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "iofault.h"
 #include "run_internal.h"
 #include "sha256.h"
 #include "utf8.h"
@@ -316,6 +317,7 @@ void *pl_stage_read(void *arg) {
         r->n_files = w.n;
         r->listing_done = true;
         dp_mutex_unlock(&r->mu);
+        pl_pause_after_listing();
         for (size_t k = 0; k < w.n && !r->stopping; k++) {
             const job_input *in = &r->job.inputs[input_of[k]];
             if (!read_file(r, in, pl_job_rel(r, in->path), &w.files[k], input_of[k])) break;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exit_codes.h"
 #include "iofault.h"
 #include "run_internal.h"
 #include "sha256.h"
@@ -170,6 +171,9 @@ static dp_status commit(writer *w, bool final) {
     r->ck.results_bytes = pl_sink_size(w->results);
     r->ck.errors_bytes = pl_sink_size(w->errors);
     r->ck.ledger_bytes = pl_sink_size(w->ledger);
+    pl_sink_sha256(w->results, r->ck.results_sha256);
+    pl_sink_sha256(w->errors, r->ck.errors_sha256);
+    pl_sink_sha256(w->ledger, r->ck.ledger_sha256);
     r->ck.complete = final;
     if ((st = pl_checkpoint_write(r->checkpoint_path, &r->ck, &w->err))) return st;
     w->uncommitted = 0;
@@ -203,8 +207,6 @@ static dp_status take(writer *w, pl_unit *u) {
     return DP_OK;
 }
 
-static int exit_for(dp_status st) { return st == DP_ENOMEM ? 70 : 74; }
-
 void *pl_stage_write(void *arg) {
     pl_run *r = arg;
     writer w = {.r = r};
@@ -231,11 +233,11 @@ void *pl_stage_write(void *arg) {
         }
     }
     if (st) {
-        pl_run_fail(r, st, &w.err, exit_for(st));
+        pl_run_fail(r, st, &w.err, pl_exit_for_write(st));
     } else {
         /* complete: every listed document was written (a stop or failure leaves some out) */
         const bool complete = drained && !r->stopping && w.n_buf == 0 && w.next_seq == r->n_docs_listed;
-        if ((st = commit(&w, complete))) pl_run_fail(r, st, &w.err, exit_for(st));
+        if ((st = commit(&w, complete))) pl_run_fail(r, st, &w.err, pl_exit_for_write(st));
     }
     for (size_t i = 0; i < w.n_buf; i++) pl_unit_free(r, w.buf[i]);
     free(w.buf);

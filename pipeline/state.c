@@ -12,7 +12,23 @@
 #include "sha256.h"
 #include "sink.h"
 
-#define CHECKPOINT_VERSION 1
+#define CHECKPOINT_VERSION 2
+
+/* The checksum covers the checkpoint's content, not its layout: the sha256 of the object
+ * without "checksum", dumped compact with sorted keys. */
+static bool checksum_of(json_t *o, char out[65]) {
+    json_t *c = json_copy(o);
+    if (!c) return false;
+    json_object_del(c, "checksum");
+    char *s = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
+    json_decref(c);
+    if (!s) return false;
+    uint8_t d[32];
+    dp_sha256_digest(s, strlen(s), d);
+    free(s);
+    dp_sha256_hex(d, out);
+    return true;
+}
 
 static bool get_hex(json_t *o, const char *key, char out[65]) {
     const char *s = json_string_value(json_object_get(o, key));
@@ -40,17 +56,26 @@ dp_status pl_checkpoint_read(const char *path, pl_checkpoint *c, dp_err *err) {
     free(data);
     if (!o) return dp_err_set(err, DP_EFORMAT, "%s:%d:%d: damaged checkpoint: %s", path, je.line, je.column, je.text);
     const char *bad = NULL;
+    char sum[65];
     json_t *v = json_object_get(o, "version"), *fp = json_object_get(o, "fingerprint");
     json_t *sk = json_object_get(o, "sinks"), *ct = json_object_get(o, "counts");
     json_t *r = json_object_get(sk, "results"), *e = json_object_get(sk, "errors"), *l = json_object_get(sk, "ledger");
     uint64_t runs = 0;
-    if (!json_is_integer(v) || json_integer_value(v) != CHECKPOINT_VERSION) bad = "version (expected 1)";
-    else if (!get_hex(fp, "model_sha256", c->fp.model) || !get_hex(fp, "templates_sha256", c->fp.templates) ||
+    const json_int_t ver = json_is_integer(v) ? json_integer_value(v) : 0;
+    if (ver != 1 && ver != CHECKPOINT_VERSION) bad = "version (expected 1 or 2)";
+    else if (ver >= 2 && (!checksum_of(o, sum) || !json_is_string(json_object_get(o, "checksum")) ||
+                          strcmp(json_string_value(json_object_get(o, "checksum")), sum))) {
+        json_decref(o);
+        return dp_err_set(err, DP_EFORMAT, "%s: damaged checkpoint: its checksum does not match its content (the "
+                          "file was edited or corrupted)", path);
+    } else if (!get_hex(fp, "model_sha256", c->fp.model) || !get_hex(fp, "templates_sha256", c->fp.templates) ||
              !get_hex(fp, "settings_sha256", c->fp.settings))
         bad = "fingerprint";
     else if (!json_is_string(json_object_get(r, "path")) || !json_is_string(json_object_get(e, "path")) ||
              !get_u64(r, "bytes", &c->results_bytes) || !get_u64(e, "bytes", &c->errors_bytes) ||
-             !get_u64(l, "bytes", &c->ledger_bytes) || !json_is_boolean(json_object_get(r, "gzip")))
+             !get_u64(l, "bytes", &c->ledger_bytes) || !json_is_boolean(json_object_get(r, "gzip")) ||
+             (ver >= 2 && (!get_hex(r, "sha256", c->results_sha256) || !get_hex(e, "sha256", c->errors_sha256) ||
+                           !get_hex(l, "sha256", c->ledger_sha256))))
         bad = "sinks";
     else if (!get_u64(ct, "docs_ok", &c->docs_ok) || !get_u64(ct, "docs_failed", &c->docs_failed) ||
              !get_u64(ct, "records", &c->records) || !get_u64(ct, "errors", &c->errors) ||
@@ -74,15 +99,21 @@ dp_status pl_checkpoint_read(const char *path, pl_checkpoint *c, dp_err *err) {
 }
 
 dp_status pl_checkpoint_write(const char *path, const pl_checkpoint *c, dp_err *err) {
-    json_t *o = json_pack("{s:i, s:{s:s, s:s, s:s}, s:{s:{s:s, s:I, s:b}, s:{s:s, s:I}, s:{s:I}}, "
+    json_t *o = json_pack("{s:i, s:{s:s, s:s, s:s}, s:{s:{s:s, s:I, s:s, s:b}, s:{s:s, s:I, s:s}, s:{s:I, s:s}}, "
                           "s:{s:I, s:I, s:I, s:I}, s:I, s:b}",
                           "version", CHECKPOINT_VERSION, "fingerprint", "model_sha256", c->fp.model, "templates_sha256",
                           c->fp.templates, "settings_sha256", c->fp.settings, "sinks", "results", "path",
-                          c->results_path, "bytes", (json_int_t)c->results_bytes, "gzip", c->gzip, "errors", "path",
-                          c->errors_path, "bytes", (json_int_t)c->errors_bytes, "ledger", "bytes",
-                          (json_int_t)c->ledger_bytes, "counts", "docs_ok", (json_int_t)c->docs_ok, "docs_failed",
+                          c->results_path, "bytes", (json_int_t)c->results_bytes, "sha256", c->results_sha256,
+                          "gzip", c->gzip, "errors", "path", c->errors_path, "bytes", (json_int_t)c->errors_bytes,
+                          "sha256", c->errors_sha256, "ledger", "bytes", (json_int_t)c->ledger_bytes, "sha256",
+                          c->ledger_sha256, "counts", "docs_ok", (json_int_t)c->docs_ok, "docs_failed",
                           (json_int_t)c->docs_failed, "records", (json_int_t)c->records, "errors",
                           (json_int_t)c->errors, "runs", (json_int_t)c->runs, "complete", c->complete);
+    char sum[65];
+    if (o && (!checksum_of(o, sum) || json_object_set_new(o, "checksum", json_string(sum)))) {
+        json_decref(o);
+        o = NULL;
+    }
     char *s = o ? json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     if (!s) return dp_err_set(err, DP_ENOMEM, "%s: out of memory", path);
@@ -158,7 +189,7 @@ static dp_status put(pl_ledger *l, const char *path, const char *sha, uint8_t st
     return DP_OK;
 }
 
-dp_status pl_ledger_load(const char *path, uint64_t committed, pl_ledger **out, dp_err *err) {
+dp_status pl_ledger_load(const char *path, uint64_t committed, const char *sha256, pl_ledger **out, dp_err *err) {
     pl_ledger *l = calloc(1, sizeof(*l));
     if (!l) return dp_err_set(err, DP_ENOMEM, "out of memory");
     *out = l;
@@ -174,6 +205,16 @@ dp_status pl_ledger_load(const char *path, uint64_t committed, pl_ledger **out, 
     if (!st && !(data = malloc(committed + 1))) st = dp_err_set(err, DP_ENOMEM, "%s: out of memory", path);
     if (!st) st = dp_file_pread(&f, data, committed, 0, err);
     dp_file_close(&f, NULL);
+    if (!st && sha256 && *sha256) {
+        uint8_t d[32];
+        char hex[65];
+        dp_sha256_digest(data, committed, d);
+        dp_sha256_hex(d, hex);
+        if (strcmp(hex, sha256))
+            st = dp_err_set(err, DP_EFORMAT, "%s: damaged ledger: its first %llu bytes do not match the hash the "
+                            "checkpoint recorded (the file was edited or corrupted)", path,
+                            (unsigned long long)committed);
+    }
     if (st) {
         free(data);
         return st;

@@ -2,14 +2,17 @@
  * state.h - what the state directory holds between runs (design.md, exactly-once):
  *
  *   job.lock          flock'ed by the running process ("pid N" inside, for messages only)
- *   checkpoint.json   the commit record: fingerprints, every sink's committed size, counts;
- *                     replaced atomically, its rename is the commit point
+ *   checkpoint.json   the commit record: fingerprints, every sink's committed size and the
+ *                     sha256 of those bytes, counts, and a checksum of itself; replaced
+ *                     atomically, its rename is the commit point
  *   ledger.jsonl      one line per finished document {path, sha256, status, records}; a sink
  *                     like the outputs, cut back to its committed size on resume
  *   model-hash.json   the model file's sha256 keyed by its size, mtime and inode (hashing a
  *                     2.7 GB file every night costs seconds)
  *
- * Every file read here is untrusted input: parsed strictly, errors name the file.
+ * Every file read here is untrusted input: parsed strictly, errors name the file. A state that
+ * was edited or damaged is detected (checksum, sink hashes) and refused, never acted on: acting
+ * on it would cut committed results or process documents twice.
  */
 #ifndef PL_STATE_H
 #define PL_STATE_H
@@ -31,12 +34,16 @@ typedef struct pl_checkpoint {
     char *results_path, *errors_path; /* absolute */
     bool gzip;
     uint64_t results_bytes, errors_bytes, ledger_bytes;
+    /* sha256 (hex) of each sink's committed bytes; empty in a version 1 checkpoint (written
+     * before docpipe recorded them), which is then trusted as it stands */
+    char results_sha256[65], errors_sha256[65], ledger_sha256[65];
     uint64_t docs_ok, docs_failed, records, errors; /* all runs together */
     int64_t runs;       /* runs started on this state */
     bool complete;      /* the last run finished its whole listing */
 } pl_checkpoint;
 
-/* DP_ENOENT when there is none; DP_EFORMAT (message names the file) when it is damaged. */
+/* DP_ENOENT when there is none; DP_EFORMAT (message names the file) when it is damaged:
+ * not JSON, a field missing, or its checksum does not match its content. */
 dp_status pl_checkpoint_read(const char *path, pl_checkpoint *c, dp_err *err);
 dp_status pl_checkpoint_write(const char *path, const pl_checkpoint *c, dp_err *err);
 void pl_checkpoint_free(pl_checkpoint *c);
@@ -45,8 +52,9 @@ void pl_checkpoint_free(pl_checkpoint *c);
 typedef struct pl_ledger pl_ledger;
 typedef enum pl_ledger_status { PL_LEDGER_NONE = 0, PL_LEDGER_OK = 1, PL_LEDGER_FAILED = 2 } pl_ledger_status;
 
-/* Reads the first `committed` bytes of path (the rest is uncommitted and ignored). */
-dp_status pl_ledger_load(const char *path, uint64_t committed, pl_ledger **out, dp_err *err);
+/* Reads the first `committed` bytes of path (the rest is uncommitted and ignored). With
+ * sha256 (hex, non-empty), those bytes must hash to it (DP_EFORMAT otherwise). */
+dp_status pl_ledger_load(const char *path, uint64_t committed, const char *sha256, pl_ledger **out, dp_err *err);
 void pl_ledger_free(pl_ledger *l);
 pl_ledger_status pl_ledger_get(const pl_ledger *l, const char *path, const char *sha256);
 size_t pl_ledger_count(const pl_ledger *l, pl_ledger_status st);

@@ -6,6 +6,12 @@
  *  - a job over a folder with an unreadable subfolder, a subfolder without execute permission, a
  *    followed link to a file outside the folder and one to "/" finishes (exit 3) with one error
  *    record for each of them and results for the rest; plan and status list it without crashing.
+ *  - a job over a folder that changes while it runs (documents deleted, replaced by FIFOs, by
+ *    symbolic links to files outside, by folders) ends, with exactly one record per document
+ *    the listing saw;
+ *  - a state folder edited or damaged after a commit (the checkpoint's byte counts, a hash in the
+ *    ledger, a byte inside the committed gzip results) is refused with exit 65 and nothing is
+ *    changed, by run and by status; undoing the damage lets the run go on.
  * Permissions do not bind root, so as root the docpipe commands run as "nobody" (setpriv); where
  * that cannot be done the folder part reports itself skipped.
  */
@@ -18,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "platform.h"
@@ -175,11 +183,140 @@ static void test_names_and_standing_failures(void **state) {
     assert_int_equal(e2e_sh("test $(wc -l < '%s') -eq 2", errs), 0);
 }
 
+static void test_folder_changing_during_run(void **state) {
+    (void)state;
+    char d[4096], job[4400], res[4400], errs[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("changing"));
+    enum { N = 60 };
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && cd '%s/in' && for i in $(seq -w 0 %d); do "
+                            "printf 'document %%s, some words to read.' $i > d$i.txt; done", d, d, N - 1), 0);
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 24\n"
+                  "outputs:\n  jsonl: out/r.jsonl\n");
+    snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
+    snprintf(errs, sizeof(errs), "%s/out/errors.jsonl", d);
+    char pause[4400];
+    snprintf(pause, sizeof(pause), "%s/listed", d);
+    fflush(NULL);
+    const pid_t p = fork();
+    if (p == 0) {
+        setenv("DOCPIPE_PAUSE_AFTER_LISTING", pause, 1); /* the reader waits between listing and reading */
+        int nul = open("/dev/null", O_RDWR);
+        if (nul >= 0) dup2(nul, 0), dup2(nul, 1), dup2(nul, 2);
+        execl(DP_BINARY, "docpipe", "run", job, "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    struct stat st;
+    for (int i = 0; i < 6000 && stat(pause, &st); i++) usleep(5000);
+    assert_int_equal(stat(pause, &st), 0);
+    /* the later documents change kind under the reader's feet, four ways, plus one new file
+     * the listing did not see */
+    assert_int_equal(e2e_sh("cd '%s/in' && for i in $(seq 20 %d); do f=d$i.txt; case $((i %% 4)) in "
+                            "0) rm $f;; 1) rm $f && mkfifo $f;; 2) rm $f && ln -s /etc/passwd $f;; "
+                            "3) rm $f && mkdir $f && echo inner > $f/x.txt;; esac; done && echo new > new.txt",
+                            d, N - 1), 0);
+    assert_int_equal(unlink(pause), 0);
+    int wst = 0, waited = 0;
+    pid_t w;
+    while ((w = waitpid(p, &wst, WNOHANG)) == 0 && waited < 120000) {
+        usleep(10000);
+        waited += 10;
+    }
+    if (w == 0) {
+        kill(p, SIGKILL);
+        waitpid(p, &wst, 0);
+        fail_msg("the run did not end within 120 s over a changing folder");
+    }
+    assert_true(WIFEXITED(wst));
+    const int rc = WEXITSTATUS(wst);
+    if (rc != 0 && rc != 3) fail_msg("exit %d", rc);
+    /* one record per listed document, results and errors together, none twice */
+    json_t *r = e2e_load_records(res, NULL), *e = e2e_exists(errs) ? e2e_load_records(errs, NULL) : json_object();
+    int seen[N] = {0}, other = 0;
+    json_t *sets[2] = {r, e};
+    for (int k = 0; k < 2; k++) {
+        const char *cid;
+        json_t *o;
+        json_object_foreach(sets[k], cid, o) {
+            const char *sp = json_string_value(json_object_get(json_object_get(o, "meta"), "source_path"));
+            int i = -1;
+            if (sp && sscanf(sp, "in/d%d.txt", &i) == 1 && i >= 0 && i < N && strlen(sp) == strlen("in/d00.txt"))
+                seen[i]++;
+            else
+                other++;
+        }
+    }
+    for (int i = 0; i < N; i++)
+        if (seen[i] != 1) fail_msg("document d%02d.txt has %d records (exit %d)", i, seen[i], rc);
+    assert_int_equal(other, 0);
+    /* read before the change: results; changed: one error record each, whatever it became */
+    assert_int_equal(json_object_size(r), 20);
+    assert_int_equal(json_object_size(e), N - 20);
+    assert_int_equal(rc, 3);
+    json_decref(r);
+    json_decref(e);
+}
+
+/* Damage one file of a finished job (cmd: a shell command run in the job's folder), expect run
+ * and status to refuse it (65, `msg` in the message) and leave every file as it was. */
+static void expect_refused(const char *d, const char *job, const char *cmd, const char *msg) {
+    assert_int_equal(e2e_sh("cd '%s' && rm -rf saved && mkdir saved && cp -a out state saved/", d), 0);
+    assert_int_equal(e2e_sh("cd '%s' && %s", d, cmd), 0);
+    assert_int_equal(e2e_sh("cd '%s' && rm -rf damaged && mkdir damaged && cp -a out state damaged/", d), 0);
+    const int rc = tu_run(NULL, "run '%s' --quiet", job);
+    if (rc != 65) fail_msg("%s: run gave %d: %s", cmd, rc, tu_last_stderr());
+    if (!strstr(tu_last_stderr(), msg)) fail_msg("%s: run said: %s", cmd, tu_last_stderr());
+    assert_non_null(strstr(tu_last_stderr(), "--restart"));
+    assert_int_equal(tu_run(NULL, "status '%s'", job), 65);
+    /* nothing acted on: every file as the damage left it (the lock file aside) */
+    assert_int_equal(e2e_sh("cd '%s' && diff -r -x job.lock out damaged/out && diff -r -x job.lock state damaged/state", d), 0);
+    assert_int_equal(e2e_sh("cd '%s' && rm -rf out state damaged && mv saved/out saved/state . && rmdir saved", d), 0);
+}
+
+static void test_damaged_state_is_refused(void **state) {
+    (void)state;
+    char d[4096];
+    snprintf(d, sizeof(d), "%s", tu_tmp("damaged"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && for i in 1 2 3 4 5 6 7 8; do printf 'document %%s text.' $i > "
+                            "\"%s/in/d$i.txt\"; done && printf x > '%s/in/x.png'", d, d, d), 0);
+    char job[4400];
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 3\n"
+                  "outputs:\n  jsonl: out/r.jsonl\n  gzip: true\n");
+    setenv("DOCPIPE_COMMIT_RECORDS", "3", 1); /* several commits: several gzip members */
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 3);
+    unsetenv("DOCPIPE_COMMIT_RECORDS");
+    /* the results byte count cut to 100 */
+    expect_refused(d, job, "sed -i '0,/\"bytes\": [0-9]*/s//\"bytes\": 100/' state/checkpoint.json",
+                   "checksum does not match");
+    /* one hex digit of a ledger hash changed */
+    expect_refused(d, job, "sed -i '1s/\"sha256\":\"\\(.\\)/\"sha256\":\"\\1x/' state/ledger.jsonl && "
+                   "! cmp -s state/ledger.jsonl saved/state/ledger.jsonl", "ledger.jsonl: its first");
+    /* one byte inside the committed gzip results */
+    expect_refused(d, job, "printf Z | dd of=out/r.jsonl.gz bs=1 seek=40 conv=notrunc status=none && "
+                   "! cmp -s out/r.jsonl.gz saved/out/r.jsonl.gz", "r.jsonl.gz: its first");
+    /* one byte of the errors file */
+    expect_refused(d, job, "sed -i 's/unsupported/unsupp0rted/' out/errors.jsonl", "errors.jsonl: its first");
+    /* undamaged, the same state resumes: nothing to do, nothing written twice */
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 3);
+    char res[4400];
+    snprintf(res, sizeof(res), "%s/out/r.jsonl.gz", d);
+    size_t n = 0;
+    json_decref(e2e_load_records(res, &n));
+    assert_int_equal(n, 8);
+    char *out = NULL;
+    assert_int_equal(tu_run(&out, "status '%s'", job), 0);
+    assert_non_null(strstr(out, "8 ok, 1 failed"));
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_doc_refuses_what_the_listing_did_not_see),
         cmocka_unit_test(test_bad_subfolders_and_links_become_records),
         cmocka_unit_test(test_names_and_standing_failures),
+        cmocka_unit_test(test_folder_changing_during_run),
+        cmocka_unit_test(test_damaged_state_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

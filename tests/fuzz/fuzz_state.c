@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     else if (!strstr(err.msg, path)) __builtin_trap();
     pl_ledger *l = NULL;
     err.msg[0] = 0;
-    if (pl_ledger_load(path, size, &l, &err) != DP_OK && !err.msg[0]) __builtin_trap();
+    if (pl_ledger_load(path, size, NULL, &l, &err) != DP_OK && !err.msg[0]) __builtin_trap();
     pl_ledger_free(l);
     remove(path);
     return 0;

@@ -168,6 +168,10 @@ static void test_validate_command_exit_codes(void **state) {
     assert_non_null(strstr(tu_last_stderr(), "model.path"));
     tu_write_file(tu_tmp("job/model.gguf"), "x", 1);
     char *out;
+    /* what run refuses, validate refuses: an input folder with no matching file */
+    assert_int_equal(tu_run(NULL, "validate '%s'", tu_tmp("job/job.yaml")), 66);
+    assert_non_null(strstr(tu_last_stderr(), "no input documents"));
+    tu_write_file(tu_tmp("job/corpus/a.txt"), "text", 4);
     assert_int_equal(tu_run(&out, "validate '%s'", tu_tmp("job/job.yaml")), 0);
     assert_non_null(strstr(out, "valid"));
     free(out);
@@ -176,6 +180,35 @@ static void test_validate_command_exit_codes(void **state) {
     free(bad);
     assert_int_equal(tu_run(NULL, "validate '%s'", tu_tmp("job/bad.yaml")), 65);
     assert_non_null(strstr(tu_last_stderr(), "bad.yaml:5:12: model.threads is 'two' but must be a number"));
+    /* every error, not only the first */
+    char *t = edit("  threads: 2\n", "  threads: two\n"), bad2[4096];
+    char *seed = strstr(t, "  seed: 7\n");
+    assert_non_null(seed);
+    snprintf(bad2, sizeof(bad2), "%.*s  seed: x\n%sextra: 1\n", (int)(seed - t), t, seed + strlen("  seed: 7\n"));
+    free(t);
+    tu_write_file(tu_tmp("job/bad2.yaml"), bad2, strlen(bad2));
+    assert_int_equal(tu_run(NULL, "validate '%s'", tu_tmp("job/bad2.yaml")), 65);
+    /* in file order */
+    const char *e1 = strstr(tu_last_stderr(), "bad2.yaml:5:12: model.threads is 'two'"),
+               *e2 = strstr(tu_last_stderr(), "bad2.yaml:17:9: generation.seed is 'x'"),
+               *e3 = strstr(tu_last_stderr(), "bad2.yaml:24:1: unknown section 'extra'");
+    if (!e1 || !e2 || !e3 || !(e1 < e2 && e2 < e3)) fail_msg("validate said: %s", tu_last_stderr());
+    /* outputs and state inside an input folder (run refuses it: validate too), all three named */
+    char *loop = edit("  jsonl: out/results.jsonl\nstate_dir: state\n",
+                      "  jsonl: corpus/out/results.jsonl\n  per_document_dir: corpus/docs\nstate_dir: corpus/state\n");
+    tu_write_file(tu_tmp("job/loop.yaml"), loop, strlen(loop));
+    free(loop);
+    assert_int_equal(tu_run(NULL, "validate '%s'", tu_tmp("job/loop.yaml")), 65);
+    assert_non_null(strstr(tu_last_stderr(), "outputs.jsonl lies inside input folder"));
+    assert_non_null(strstr(tu_last_stderr(), "state_dir lies inside input folder"));
+    assert_non_null(strstr(tu_last_stderr(), "outputs.per_document_dir lies inside input folder"));
+    /* an output folder that cannot be created: 73, as run gives it */
+    tu_write_file(tu_tmp("job/afile"), "x", 1);
+    char *noout = edit("  jsonl: out/results.jsonl\n", "  jsonl: afile/out/results.jsonl\n");
+    tu_write_file(tu_tmp("job/noout.yaml"), noout, strlen(noout));
+    free(noout);
+    assert_int_equal(tu_run(NULL, "validate '%s'", tu_tmp("job/noout.yaml")), 73);
+    assert_non_null(strstr(tu_last_stderr(), "is not a folder"));
     char *noin = edit("  - path: corpus\n", "  - path: nowhere\n");
     tu_write_file(tu_tmp("job/noin.yaml"), noin, strlen(noin));
     free(noin);

@@ -1,0 +1,107 @@
+/*
+ * preflight.c - see preflight.h.
+ */
+#include "preflight.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exit_codes.h"
+#include "platform.h"
+#include "walk.h"
+
+/* path is inside (or is) dir */
+static bool inside(const char *path, const char *dir) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == 0);
+}
+
+typedef struct report {
+    const job_spec *j;
+    const char *prog;
+    int rc;
+} report;
+
+static void problem(report *r, int code, int line, int col, const char *fmt, ...) DP_PRINTF(5, 6);
+static void problem(report *r, int code, int line, int col, const char *fmt, ...) {
+    char msg[DP_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: %s:%d:%d: %s\n", r->prog, r->j->file, line, col, msg);
+    if (!r->rc) r->rc = code;
+}
+
+/* The folder a file will be created in, or its nearest existing ancestor, must be writable. */
+static void check_creatable(report *r, const char *what, const char *dir) {
+    char cur[4096];
+    snprintf(cur, sizeof(cur), "%s", dir);
+    dp_stat_info si;
+    while (dp_stat(cur, true, &si, NULL) != DP_OK) {
+        char up[4096];
+        dp_path_dir(cur, up, sizeof(up));
+        if (!strcmp(up, cur)) return;
+        memcpy(cur, up, sizeof(cur));
+    }
+    if (si.kind != DP_KIND_DIR)
+        problem(r, PL_EXIT_CANTCREAT, 1, 1, "%s: %s is not a folder", what, cur);
+    else if (!dp_dir_writable(cur))
+        problem(r, PL_EXIT_CANTCREAT, 1, 1, "%s: cannot create files in %s (permission denied)", what, cur);
+}
+
+int pl_preflight(const job_spec *j, pl_preflight_depth depth, const char *prog) {
+    report r = {j, prog, 0};
+    char od[4096];
+    dp_path_dir(j->outputs.jsonl, od, sizeof(od));
+    /* an output inside an input folder would be read back as input by the next run */
+    for (size_t i = 0; i < j->n_inputs; i++) {
+        const job_input *in = &j->inputs[i];
+        const char *outs[3] = {od, j->state_dir, j->outputs.per_document_dir};
+        const char *names[3] = {"outputs.jsonl", "state_dir", "outputs.per_document_dir"};
+        for (int k = 0; k < 3; k++)
+            if (outs[k] && inside(outs[k], in->path))
+                problem(&r, PL_EXIT_DATAERR, in->line, in->col, "%s lies inside input folder %s: the next run would "
+                        "read its own output; put outputs and state elsewhere", names[k], in->path);
+    }
+    for (size_t i = 0; i < j->n_inputs; i++) {
+        dp_stat_info si;
+        if (dp_stat(j->inputs[i].path, true, &si, NULL) || si.kind != DP_KIND_DIR)
+            problem(&r, PL_EXIT_NOINPUT, j->inputs[i].line, j->inputs[i].col, "inputs[%zu].path: %s is not a folder", i,
+                    j->inputs[i].path);
+    }
+    dp_stat_info si;
+    if (dp_stat(j->model.path, true, &si, NULL) || si.kind != DP_KIND_FILE)
+        problem(&r, PL_EXIT_CONFIG, j->model.path_line, j->model.path_col, "model.path: %s is not a readable file",
+                j->model.path);
+    if (depth == PL_PREFLIGHT_RUN) return r.rc;
+
+    check_creatable(&r, "outputs.jsonl", od);
+    check_creatable(&r, "state_dir", j->state_dir);
+    if (j->outputs.per_document_dir) check_creatable(&r, "outputs.per_document_dir", j->outputs.per_document_dir);
+    /* the listing run would make: a job that matches nothing is refused by run (exit 66) */
+    pl_walk w = {0};
+    bool listed = true;
+    for (size_t i = 0; i < j->n_inputs; i++) {
+        const job_input *in = &j->inputs[i];
+        if (dp_stat(in->path, true, &si, NULL) || si.kind != DP_KIND_DIR) {
+            listed = false;
+            continue;
+        }
+        pl_walk_opts o = {(const char *const *)in->include, in->n_include, (const char *const *)in->exclude,
+                          in->n_exclude, in->follow_symlinks, (uint64_t)in->max_file_size, in->links_outside};
+        dp_err err = {0};
+        if (pl_walk_dir(in->path, &o, &w, &err)) {
+            problem(&r, PL_EXIT_NOINPUT, in->line, in->col, "inputs[%zu].path: %s", i, dp_err_msg(&err));
+            listed = false;
+        }
+    }
+    if (listed && w.n == 0)
+        problem(&r, PL_EXIT_NOINPUT, j->inputs[0].line, j->inputs[0].col, "no input documents: the input folders have "
+                "no file matching the include and exclude globs");
+    pl_walk_free(&w);
+    return r.rc;
+}
