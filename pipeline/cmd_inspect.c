@@ -3,8 +3,12 @@
  *
  * Shows what a GGUF file is and what it costs to run: architecture, hyper-parameters,
  * tokenizer, every tensor, a type histogram and the memory for weights + KV cache + recurrent
- * state at the given context and sequence count. A file the reader refuses exits 78 with the
- * reader's message. JSON goes to stdout; nothing else is printed there with --json.
+ * state at the given context and sequence count. Any file the GGUF reader accepts is shown,
+ * including those docpipe cannot run (a vocabulary-only file, an adapter, an architecture the
+ * engine does not have, a model missing keys or tensors): "runnable" then says what is
+ * missing, and the model's figures (hyper-parameters, memory) are left out where they cannot
+ * be read. Only a file that is not GGUF at all exits 78, with the reader's message. JSON goes
+ * to stdout; nothing else is printed there with --json.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -84,6 +88,35 @@ static json_t *shape_json(const eng_gguf_tensor *t) {
     return a;
 }
 
+#define MAX_REASONS 6
+
+/* Why the engine cannot run this file (none: it can, as far as a look at the file tells;
+ * loading still checks every tensor). info is NULL when the model keys could not be read,
+ * load_err then says why. */
+static int why_not_runnable(const eng_gguf *g, const eng_model_info *info, const char *load_err,
+                            char why[MAX_REASONS][DP_ERR_MSG_MAX]) {
+    int n = 0;
+    eng_gguf_str type;
+    const bool adapter = !eng_gguf_get_str(g, "general.type", &type, NULL) && eng_gguf_str_eq(type, "adapter");
+    if (adapter)
+        snprintf(why[n++], DP_ERR_MSG_MAX, "an adapter (general.type = adapter), not a model: docpipe does not apply "
+                 "adapters; use the model it was made for, with the adapter merged into it");
+    if (!info) { /* (an adapter has no model keys of its own: nothing more to say) */
+        if (!adapter) snprintf(why[n++], DP_ERR_MSG_MAX, "the model keys cannot be read: %s", load_err);
+        return n;
+    }
+    if (info->arch == ENG_ARCH_UNKNOWN)
+        snprintf(why[n++], DP_ERR_MSG_MAX, "architecture '%s' is not one the engine runs (qwen2, qwen3, qwen35, "
+                 "llama)", info->arch_name);
+    if (eng_gguf_n_tensors(g) == 0)
+        snprintf(why[n++], DP_ERR_MSG_MAX, "no tensors: a vocabulary-only file (docpipe tokenize can use its "
+                 "tokenizer)");
+    else if (!adapter && !eng_gguf_find_tensor(g, "token_embd.weight"))
+        snprintf(why[n++], DP_ERR_MSG_MAX, "no token_embd.weight tensor");
+    if (!info->n_tokens) snprintf(why[n++], DP_ERR_MSG_MAX, "no tokenizer (tokenizer.ggml.tokens is missing)");
+    return n;
+}
+
 int pl_cmd_inspect(int argc, char **argv) {
     const char *path = NULL;
     uint32_t n_ctx = 0, n_seqs = 1;
@@ -116,11 +149,23 @@ int pl_cmd_inspect(int argc, char **argv) {
     dp_err err = {0};
     eng_gguf *g = NULL;
     eng_model_info info;
-    if (eng_gguf_open(path, &g, &err) || eng_model_info_load(g, &info, &err)) {
+    if (eng_gguf_open(path, &g, &err)) {
         fprintf(stderr, "docpipe inspect: %s\n", dp_err_msg(&err));
         eng_gguf_close(g);
         return PL_EXIT_CONFIG;
     }
+    const bool have_info = eng_model_info_load(g, &info, &err) == DP_OK;
+    if (!have_info) {
+        /* what can still be said: the name of the architecture, if it has one */
+        eng_gguf_str a;
+        memset(&info, 0, sizeof(info));
+        if (!eng_gguf_get_str(g, "general.architecture", &a, NULL))
+            snprintf(info.arch_name, sizeof(info.arch_name), "%.*s", (int)(a.len < 63 ? a.len : 63), a.ptr);
+    }
+    char why[MAX_REASONS][DP_ERR_MSG_MAX];
+    const int n_why = why_not_runnable(g, have_info ? &info : NULL, dp_err_msg(&err), why);
+    /* a model's figures, where the keys could be read and there is something to run */
+    const bool figures = have_info && info.arch != ENG_ARCH_UNKNOWN && eng_gguf_n_tensors(g) > 0;
     if (!n_ctx) n_ctx = info.n_ctx_train && info.n_ctx_train < 8192 ? info.n_ctx_train : 8192;
     eng_mem_estimate mem;
     eng_model_mem_estimate(&info, n_ctx, n_seqs, 512, &mem);
@@ -142,14 +187,19 @@ int pl_cmd_inspect(int argc, char **argv) {
         json_object_set_new(o, "file", json_string(path));
         json_object_set_new(o, "file_bytes", json_integer((json_int_t)eng_gguf_file_size(g)));
         json_object_set_new(o, "gguf_version", json_integer(eng_gguf_version(g)));
-        json_object_set_new(o, "architecture", json_string(info.arch_name));
-        json_object_set_new(o, "architecture_supported", json_boolean(info.arch != ENG_ARCH_UNKNOWN));
+        json_object_set_new(o, "architecture", info.arch_name[0] ? jstr(info.arch_name, strlen(info.arch_name))
+                                                                 : json_null());
+        json_object_set_new(o, "architecture_supported", json_boolean(have_info && info.arch != ENG_ARCH_UNKNOWN));
+        json_object_set_new(o, "runnable", json_boolean(n_why == 0));
+        json_t *wn = json_array();
+        for (int i = 0; i < n_why; i++) json_array_append_new(wn, jstr(why[i], strlen(why[i])));
+        json_object_set_new(o, "not_runnable_because", wn);
         json_object_set_new(o, "name", jstr(info.name, strlen(info.name)));
         const char *ftn = eng_file_type_name(info.file_type);
         json_object_set_new(o, "file_type", ftn ? json_string(ftn) : json_null());
         json_object_set_new(o, "n_tensors", json_integer(eng_gguf_n_tensors(g)));
         json_object_set_new(o, "weight_bytes", json_integer((json_int_t)info.weight_bytes));
-        json_t *hp = json_object();
+        json_t *hp = have_info ? json_object() : json_null();
         json_object_set_new(hp, "n_layer", json_integer(info.n_layer));
         json_object_set_new(hp, "n_layer_total", json_integer(info.n_layer_total));
         json_object_set_new(hp, "n_attention_layers", json_integer(info.n_attn_layers));
@@ -166,7 +216,7 @@ int pl_cmd_inspect(int argc, char **argv) {
         json_object_set_new(hp, "rms_eps", json_real(info.rms_eps));
         json_object_set_new(hp, "tied_embeddings", json_boolean(info.tied_embeddings));
         json_object_set_new(o, "hparams", hp);
-        json_t *tok = json_object();
+        json_t *tok = have_info ? json_object() : json_null();
         json_object_set_new(tok, "model", json_string(info.tok_model));
         json_object_set_new(tok, "pre", json_string(info.tok_pre));
         json_object_set_new(tok, "n_tokens", json_integer(info.n_tokens));
@@ -175,7 +225,7 @@ int pl_cmd_inspect(int argc, char **argv) {
         json_object_set_new(tok, "eos_id", json_integer(info.eos_id));
         json_object_set_new(tok, "chat_template", json_boolean(info.has_chat_template));
         json_object_set_new(o, "tokenizer", tok);
-        json_t *m = json_object();
+        json_t *m = figures ? json_object() : json_null();
         json_object_set_new(m, "n_ctx", json_integer(n_ctx));
         json_object_set_new(m, "n_seqs", json_integer(n_seqs));
         json_object_set_new(m, "weights", json_integer((json_int_t)mem.weights));
@@ -187,7 +237,7 @@ int pl_cmd_inspect(int argc, char **argv) {
         json_object_set_new(m, "recurrent_bytes_per_seq", json_integer((json_int_t)mem.rec_per_seq));
         json_object_set_new(m, "available", json_integer((json_int_t)avail));
         json_object_set_new(m, "fits", json_boolean(fits));
-        if (!fits) json_object_set_new(m, "kv_blocks_that_fit", json_integer((json_int_t)fit_blocks));
+        if (!fits && figures) json_object_set_new(m, "kv_blocks_that_fit", json_integer((json_int_t)fit_blocks));
         json_object_set_new(o, "memory", m);
         json_t *h = json_object();
         for (int t = 0; t < ENG_TYPE_COUNT; t++) {
@@ -235,25 +285,32 @@ int pl_cmd_inspect(int argc, char **argv) {
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     fmt_bytes(eng_gguf_file_size(g), b1, sizeof(b1));
     printf("file          %s (%s, GGUF v%u, alignment %u)\n", path, b1, eng_gguf_version(g), eng_gguf_alignment(g));
-    printf("architecture  %s%s\n", info.arch_name, info.arch == ENG_ARCH_UNKNOWN ? " (not supported by the engine)" : "");
-    printf("name          %s\n", info.name[0] ? info.name : "-");
-    const char *ftn = eng_file_type_name(info.file_type);
-    printf("file type     %s\n", ftn ? ftn : "-");
-    printf("\nhyper-parameters\n");
-    printf("  layers              %u", info.n_layer);
-    if (info.n_rec_layers) printf(" (%u Gated DeltaNet + %u attention)", info.n_rec_layers, info.n_attn_layers);
-    if (info.n_nextn) printf(" + %u MTP (skipped)", info.n_nextn);
-    printf("\n  embedding           %u\n  feed-forward        %u\n", info.n_embd, info.n_ff);
-    printf("  attention heads     %u q / %u kv, head dim %u, rope %u dims, base %g\n", info.n_head, info.n_head_kv,
-           info.head_dim_k, info.n_rot, (double)info.rope_base);
-    if (info.n_rec_layers)
-        printf("  delta net           %u k heads / %u v heads x %u, conv %u\n", info.ssm_n_group, info.ssm_dt_rank,
-               info.ssm_d_state, info.ssm_conv_kernel);
-    printf("  trained context     %u\n  vocabulary          %u%s\n  rms eps             %g\n", info.n_ctx_train,
-           info.n_vocab, info.tied_embeddings ? " (tied embeddings)" : "", (double)info.rms_eps);
-    printf("\ntokenizer     %s, pre-tokenizer %s, %u tokens, %u merges, bos %lld, eos %lld, chat template %s\n",
-           info.tok_model[0] ? info.tok_model : "-", info.tok_pre[0] ? info.tok_pre : "-", info.n_tokens,
-           info.n_merges, (long long)info.bos_id, (long long)info.eos_id, info.has_chat_template ? "yes" : "no");
+    printf("architecture  %s%s\n", info.arch_name[0] ? info.arch_name : "-",
+           have_info && info.arch == ENG_ARCH_UNKNOWN ? " (not supported by the engine)" : "");
+    if (n_why == 0) printf("runnable      yes\n");
+    for (int i = 0; i < n_why; i++) printf("%s %s\n", i ? "             " : "runnable      no:", why[i]);
+    if (have_info) {
+        const char *ftn = eng_file_type_name(info.file_type);
+        printf("name          %s\nfile type     %s\n", info.name[0] ? info.name : "-", ftn ? ftn : "-");
+    }
+    if (figures) {
+        printf("\nhyper-parameters\n");
+        printf("  layers              %u", info.n_layer);
+        if (info.n_rec_layers) printf(" (%u Gated DeltaNet + %u attention)", info.n_rec_layers, info.n_attn_layers);
+        if (info.n_nextn) printf(" + %u MTP (skipped)", info.n_nextn);
+        printf("\n  embedding           %u\n  feed-forward        %u\n", info.n_embd, info.n_ff);
+        printf("  attention heads     %u q / %u kv, head dim %u, rope %u dims, base %g\n", info.n_head,
+               info.n_head_kv, info.head_dim_k, info.n_rot, (double)info.rope_base);
+        if (info.n_rec_layers)
+            printf("  delta net           %u k heads / %u v heads x %u, conv %u\n", info.ssm_n_group,
+                   info.ssm_dt_rank, info.ssm_d_state, info.ssm_conv_kernel);
+        printf("  trained context     %u\n  vocabulary          %u%s\n  rms eps             %g\n", info.n_ctx_train,
+               info.n_vocab, info.tied_embeddings ? " (tied embeddings)" : "", (double)info.rms_eps);
+    }
+    if (have_info)
+        printf("\ntokenizer     %s, pre-tokenizer %s, %u tokens, %u merges, bos %lld, eos %lld, chat template %s\n",
+               info.tok_model[0] ? info.tok_model : "-", info.tok_pre[0] ? info.tok_pre : "-", info.n_tokens,
+               info.n_merges, (long long)info.bos_id, (long long)info.eos_id, info.has_chat_template ? "yes" : "no");
 
     printf("\nmetadata (%lld keys)\n", (long long)eng_gguf_n_kv(g));
     for (int64_t i = 0; i < eng_gguf_n_kv(g); i++) {
@@ -287,9 +344,15 @@ int pl_cmd_inspect(int argc, char **argv) {
         const eng_gguf_tensor *t = eng_gguf_tensor_at(g, i);
         n_elem += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
     }
-    fmt_bytes(info.weight_bytes, b1, sizeof(b1));
+    uint64_t all_bytes = 0;
+    for (int64_t i = 0; i < eng_gguf_n_tensors(g); i++) all_bytes += eng_gguf_tensor_at(g, i)->nbytes;
+    fmt_bytes(all_bytes, b1, sizeof(b1));
     printf("  total  %5lld tensors %12s (%.2f bits/weight)\n", (long long)eng_gguf_n_tensors(g), b1,
-           n_elem ? (double)info.weight_bytes * 8.0 / (double)n_elem : 0.0);
+           n_elem ? (double)all_bytes * 8.0 / (double)n_elem : 0.0);
+    if (!figures) {
+        eng_gguf_close(g);
+        return PL_EXIT_OK;
+    }
 
     fmt_bytes(mem.weights, b1, sizeof(b1));
     fmt_bytes(mem.kv_cache, b2, sizeof(b2));

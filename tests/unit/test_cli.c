@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf_writer.h"
+#include "quant.h"
+
 static void test_inspect_json_on_every_fixture_model(void **state) {
     (void)state;
     TU_NEED_FIXTURES();
@@ -84,6 +87,83 @@ static void test_inspect_broken_or_missing_file_exits_78_with_reason(void **stat
     free(out);
 }
 
+/* A small GGUF file: arch (NULL: none), general.type (NULL: none), with or without the model
+ * keys, a tokenizer, and the named F32 tensors of 8 x 4. */
+static const char *write_gguf(const char *name, const char *arch, const char *type, bool keys, bool tokenizer,
+                              const char *const *tensors, size_t n_tensors) {
+    eng_gguf_writer *w = NULL;
+    assert_int_equal(eng_gguf_writer_init(&w), DP_OK);
+    if (arch) assert_int_equal(eng_gguf_writer_set_str(w, "general.architecture", arch), DP_OK);
+    if (type) assert_int_equal(eng_gguf_writer_set_str(w, "general.type", type), DP_OK);
+    if (keys && arch) {
+        const char *k[] = {"block_count", "embedding_length", "feed_forward_length", "attention.head_count",
+                           "context_length"};
+        const uint32_t v[] = {1, 8, 16, 2, 256};
+        for (int i = 0; i < 5; i++) {
+            char key[128];
+            snprintf(key, sizeof(key), "%s.%s", arch, k[i]);
+            assert_int_equal(eng_gguf_writer_set_u32(w, key, v[i]), DP_OK);
+        }
+    }
+    if (tokenizer) {
+        const char *toks[] = {"a", "b", "c", "ab"};
+        assert_int_equal(eng_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2"), DP_OK);
+        assert_int_equal(eng_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, 4), DP_OK);
+    }
+    static float data[32];
+    const int64_t ne[2] = {8, 4};
+    for (size_t i = 0; i < n_tensors; i++)
+        assert_int_equal(eng_gguf_writer_add_tensor(w, tensors[i], ENG_TYPE_F32, 2, ne, data), DP_OK);
+    const char *path = tu_tmp(name);
+    dp_err err = {0};
+    assert_int_equal(eng_gguf_writer_write(w, path, NULL, NULL, &err), DP_OK);
+    eng_gguf_writer_free(w);
+    return path;
+}
+
+/* Every file the GGUF reader accepts is shown; "runnable" says what is missing. */
+static void test_inspect_shows_files_docpipe_cannot_run(void **state) {
+    (void)state;
+    const char *lora[] = {"blk.0.attn_q.weight.lora_a", "blk.0.attn_q.weight.lora_b"}, *other[] = {"token_embd.weight"};
+    const struct {
+        const char *file, *arch, *type;
+        bool keys, tok;
+        const char *const *tensors;
+        size_t n;
+        const char *want;
+    } c[] = {
+        {"vocab.gguf", "qwen2", NULL, true, true, NULL, 0, "a vocabulary-only file"},
+        {"adapter.gguf", "qwen2", "adapter", false, false, lora, 2, "an adapter"},
+        {"gemma.gguf", "gemma3", NULL, true, true, other, 1, "architecture 'gemma3' is not one the engine runs"},
+        {"nokeys.gguf", "qwen3", NULL, false, true, other, 1, "required key 'qwen3.block_count' is missing"},
+        {"noarch.gguf", NULL, NULL, false, false, other, 1, "general.architecture"},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s", write_gguf(c[i].file, c[i].arch, c[i].type, c[i].keys, c[i].tok,
+                                                       c[i].tensors, c[i].n));
+        char *out = NULL;
+        if (tu_run(&out, "inspect '%s'", path) != 0) fail_msg("%s: %s", c[i].file, tu_last_stderr());
+        if (!strstr(out, "runnable      no:") || !strstr(out, c[i].want) || !strstr(out, "metadata ("))
+            fail_msg("%s: inspect said:\n%s", c[i].file, out);
+        free(out);
+        assert_int_equal(tu_run(&out, "inspect '%s' --json", path), 0);
+        json_error_t je;
+        json_t *o = json_loads(out, 0, &je);
+        if (!o) fail_msg("%s: not JSON: %s", c[i].file, je.text);
+        assert_true(json_is_false(json_object_get(o, "runnable")));
+        json_t *why = json_object_get(o, "not_runnable_because");
+        assert_true(json_array_size(why) >= 1);
+        bool found = false;
+        for (size_t k = 0; k < json_array_size(why); k++)
+            found |= strstr(json_string_value(json_array_get(why, k)), c[i].want) != NULL;
+        assert_true(found);
+        assert_int_equal(json_integer_value(json_object_get(o, "n_tensors")), (json_int_t)c[i].n);
+        json_decref(o);
+        free(out);
+    }
+}
+
 static void test_make_test_model_quantize_inspect_chain(void **state) {
     (void)state;
     const char *f16 = tu_tmp("chain-f16.gguf"), *q = tu_tmp("chain-q4km.gguf");
@@ -136,6 +216,7 @@ int main(void) {
         cmocka_unit_test(test_inspect_json_on_every_fixture_model),
         cmocka_unit_test(test_inspect_text_shows_tables_and_memory),
         cmocka_unit_test(test_inspect_broken_or_missing_file_exits_78_with_reason),
+        cmocka_unit_test(test_inspect_shows_files_docpipe_cannot_run),
         cmocka_unit_test(test_make_test_model_quantize_inspect_chain),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
