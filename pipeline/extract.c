@@ -400,6 +400,12 @@ pl_doc_error pl_extract_text(const char *name, const uint8_t *data, size_t len, 
         dp_buf xml;
         pl_doc_error r = zip_member(data, len, "word/document.xml", max, &xml, err);
         if (r) return r;
+        const uint8_t *nul = xml.len ? memchr(xml.data, 0, xml.len) : NULL;
+        if (nul) { /* XML has no NUL character: a damaged member, and text must not carry one */
+            dp_err_set(err, DP_EFORMAT, "word/document.xml: NUL byte at offset %zu", (size_t)(nul - xml.data));
+            dp_buf_free(&xml);
+            return PL_DOC_UNREADABLE;
+        }
         dp_buf t;
         dp_buf_init(&t, max);
         xml_text(xml.data ? (const char *)xml.data : "", xml.len, &t);
@@ -452,8 +458,8 @@ pl_doc_error pl_extract_text(const char *name, const uint8_t *data, size_t len, 
         html_to_text((const char *)text.data, text.len, &h);
         dp_buf_free(&text);
         text = h;
-        if (!text.data) dp_buf_append(&text, "", 0);
     }
+    if (!text.data) dp_buf_append(&text, "", 0); /* an empty document is "", never NULL */
     out->text = (char *)text.data;
     out->len = text.len;
     out->n_replaced = bad;

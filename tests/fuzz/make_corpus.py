@@ -1,14 +1,22 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus for fuzz_gguf (tests/fuzz/corpus/gguf). Standard library only.
+"""Writes the seed corpora for fuzz_gguf (tests/fuzz/corpus/gguf) and fuzz_extract
+(tests/fuzz/corpus/extract). Standard library only.
 
-Seeds are small valid GGUF files covering every metadata type, arrays of strings, v2 and v3
+GGUF seeds are small valid files covering every metadata type, arrays of strings, v2 and v3
 headers, a non-default alignment and a few tensor types, so mutations reach deep parser states.
+Document seeds are one format byte (the order of names[] in fuzz_extract.c) and a small
+document of each kind the reader decodes: UTF-8 and UTF-16 text, HTML with entities, scripts
+and comments, gzip (one and two members), a docx, a .jsonl line.
 Run from this folder: python3 make_corpus.py
 """
+import gzip
+import io
 import os
 import struct
+import zipfile
 
 OUT = os.path.join(os.path.dirname(__file__), "corpus", "gguf")
+OUT_EXTRACT = os.path.join(os.path.dirname(__file__), "corpus", "extract")
 
 
 def s(x: bytes) -> bytes:
@@ -74,5 +82,50 @@ def main():
         print(name, len(data))
 
 
+def gz(data: bytes) -> bytes:
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as f:
+        f.write(data)
+    return buf.getvalue()
+
+
+def docx(paragraphs) -> bytes:
+    body = "".join(f"<w:p><w:r><w:t>{p}</w:t></w:r></w:p>" for p in paragraphs)
+    xml = ('<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="http://schemas.openxmlformats.org/'
+           f'wordprocessingml/2006/main"><w:body>{body}</w:body></w:document>')
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(zipfile.ZipInfo("[Content_Types].xml", (1980, 1, 1, 0, 0, 0)), "<Types/>")
+        z.writestr(zipfile.ZipInfo("word/document.xml", (1980, 1, 1, 0, 0, 0)), xml)
+    return buf.getvalue()
+
+
+def main_extract():
+    os.makedirs(OUT_EXTRACT, exist_ok=True)
+    html = (b"<!DOCTYPE html><html><head><style>p{}</style><script>var a='<p>';</script></head><body>"
+            b"<h1>Title &amp; more</h1><p>caf&eacute; &#233; &#x263A; &bogus; <!-- hidden --></p>"
+            b"<ul><li>one</li><li>two<br>three</li></ul><pre>  code\n</pre></body></html>")
+    text = "Plain text, caf\u00e9, \u65e5\u62a5.\n\nSecond paragraph.\n".encode()
+    seeds = {
+        "text-utf8": b"\x00" + text,
+        "text-utf8-bom": b"\x00\xef\xbb\xbf" + text,
+        "text-utf16le": b"\x00\xff\xfe" + text.decode().encode("utf-16-le"),
+        "text-utf16be": b"\x00\xfe\xff" + text.decode().encode("utf-16-be"),
+        "text-latin1": b"\x07caf\xe9 na\xefve\n",
+        "html": b"\x01" + html,
+        "html-utf16": b"\x01\xff\xfe" + html.decode().encode("utf-16-le"),
+        "gzip-text": b"\x02" + gz(text),
+        "gzip-two-members": b"\x02" + gz(text) + gz(b"member two\n"),
+        "gzip-html": b"\x06" + gz(html),
+        "docx": b"\x03" + docx(["First paragraph &amp; more.", "Second: caf\u00e9."]),
+        "markdown": b"\x04# Title\n\n- item *one*\n- item `two`\n\n```c\nint x;\n```\n",
+        "jsonl-line": b'\x05{"id": 1, "text": "a document \\u00e9 with \\n escapes"}',
+    }
+    for name, data in seeds.items():
+        with open(os.path.join(OUT_EXTRACT, name), "wb") as f:
+            f.write(data)
+
+
 if __name__ == "__main__":
     main()
+    main_extract()
