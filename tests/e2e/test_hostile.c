@@ -131,6 +131,39 @@ static void test_bad_subfolders_and_links_become_records(void **state) {
     e2e_sh("chmod -R u+rwx '%s/in'", d);
 }
 
+/* A read-only outputs folder and a read-only state folder are one situation, one exit code
+ * (73), from validate and from run, at the start and when a resumed run meets them. */
+static void test_read_only_outputs_and_state_exit_73(void **state) {
+    (void)state;
+    const char *pre = unprivileged();
+    if (!pre) {
+        print_message("[  SKIPPED ] cannot run docpipe as an unprivileged user here\n");
+        skip();
+    }
+    char d[4096], job[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("readonly"));
+    const char *model = e2e_model("qwen3");
+    assert_int_equal(e2e_sh("chmod 0755 '%s' && mkdir -p '%s/in' '%s/out' '%s/state' && echo text > '%s/in/a.txt' && "
+                            "chmod 0777 '%s' && chmod 0555 '%s/out' && chmod 0777 '%s/state' && chmod 0644 '%s'",
+                            tu_tmpdir(), d, d, d, d, d, d, d, model), 0);
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, model, "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 2\n"
+                  "outputs:\n  jsonl: out/r.jsonl\nstate_dir: state\n");
+    /* outputs read-only, state writable */
+    assert_int_equal(e2e_sh("%s'%s' validate '%s' >/dev/null 2>&1", pre, DP_BINARY, job), 73);
+    assert_int_equal(e2e_sh("%s'%s' run '%s' --quiet 2>/dev/null", pre, DP_BINARY, job), 73);
+    /* state read-only, outputs writable */
+    assert_int_equal(e2e_sh("rm -rf '%s/state' && mkdir '%s/state' && chmod 0555 '%s/state' && chmod 0777 '%s/out'",
+                            d, d, d, d), 0);
+    assert_int_equal(e2e_sh("%s'%s' validate '%s' >/dev/null 2>&1", pre, DP_BINARY, job), 73);
+    assert_int_equal(e2e_sh("%s'%s' run '%s' --quiet 2>/dev/null", pre, DP_BINARY, job), 73);
+    /* a finished job whose outputs became read-only: the resume meets it, 73 again */
+    assert_int_equal(e2e_sh("chmod 0777 '%s/state'", d), 0);
+    assert_int_equal(e2e_sh("%s'%s' run '%s' --quiet 2>/dev/null", pre, DP_BINARY, job), 0);
+    assert_int_equal(e2e_sh("echo more > '%s/in/b.txt' && chmod 0444 '%s/out/r.jsonl'", d, d), 0);
+    assert_int_equal(e2e_sh("%s'%s' run '%s' --quiet 2>/dev/null", pre, DP_BINARY, job), 73);
+}
+
 /* Names that are not UTF-8 stay apart (escaped path, the bytes in base64, distinct ids); names
  * that clean to one file name get two files; a standing failure is written once, listed by
  * status, and retried with --retry-failed. */
@@ -314,6 +347,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_doc_refuses_what_the_listing_did_not_see),
         cmocka_unit_test(test_bad_subfolders_and_links_become_records),
+        cmocka_unit_test(test_read_only_outputs_and_state_exit_73),
         cmocka_unit_test(test_names_and_standing_failures),
         cmocka_unit_test(test_folder_changing_during_run),
         cmocka_unit_test(test_damaged_state_is_refused),
