@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "exit_codes.h"
+#include "help.h"
 #include "log.h"
 
 #define DP_VERSION "0.1.0"
@@ -35,9 +36,9 @@ static void usage(FILE *f) {
             "  validate JOB.yaml                               check a job file without loading the model\n"
             "  batch -m MODEL.gguf -i IN.jsonl -o OUT.jsonl    OpenAI batch requests, continuous batching\n"
             "  version                                         print the version\n"
+            "  help COMMAND                                    a command's usage and every option (or COMMAND --help)\n"
             "\n"
-            "global options (before the command): -v (info logs), -vv (debug logs), -q (errors only)\n"
-            "see docs/cli.md for every option\n");
+            "global options (before the command): -v (info logs), -vv (debug logs), -q (errors only)\n");
 }
 
 /* strtoull of an option's value; false (said on stderr) when the value is missing. */
@@ -80,6 +81,53 @@ bool pl_parse_size(const char *opt, const char *val, uint64_t *out) {
     return true;
 }
 
+typedef struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+} command;
+
+static const command k_commands[] = {
+    {"run", pl_cmd_run},           {"plan", pl_cmd_plan},         {"status", pl_cmd_status},
+    {"merge", pl_cmd_merge},       {"validate", pl_cmd_validate}, {"batch", pl_cmd_batch},
+    {"inspect", pl_cmd_inspect},   {"quantize", pl_cmd_quantize}, {"make-test-model", pl_cmd_make_test_model},
+    {"tokenize", pl_cmd_tokenize}, {"eval", pl_cmd_eval},         {"perplexity", pl_cmd_perplexity},
+    {"generate", pl_cmd_generate}, {"bench", pl_cmd_bench},
+};
+
+static const command *find_command(const char *name) {
+    for (size_t k = 0; k < sizeof(k_commands) / sizeof(k_commands[0]); k++)
+        if (!strcmp(k_commands[k].name, name)) return &k_commands[k];
+    return NULL;
+}
+
+/* Levenshtein distance of two short words (longer ones count as far apart). */
+static size_t distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b), prev[32], cur[32];
+    if (la > 31 || lb > 31) return 99;
+    for (size_t j = 0; j <= lb; j++) prev[j] = j;
+    for (size_t x = 1; x <= la; x++) {
+        cur[0] = x;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t sub = prev[j - 1] + (a[x - 1] != b[j - 1]), del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof(size_t));
+    }
+    return prev[lb];
+}
+
+static void unknown_command(const char *name) {
+    const char *best = NULL;
+    size_t bd = 3;
+    for (size_t k = 0; k < sizeof(k_commands) / sizeof(k_commands[0]); k++) {
+        size_t d = distance(name, k_commands[k].name);
+        if (d < bd) bd = d, best = k_commands[k].name;
+    }
+    if (best) fprintf(stderr, "docpipe: unknown command '%s' (did you mean '%s'?)\n", name, best);
+    else fprintf(stderr, "docpipe: unknown command '%s'\n", name);
+    usage(stderr);
+}
+
 int main(int argc, char **argv) {
     int i = 1;
     dp_log_set_level(DP_LOG_LEVEL_WARN);
@@ -106,29 +154,27 @@ int main(int argc, char **argv) {
     const char *cmd = argv[i];
     int sub_argc = argc - i;
     char **sub_argv = argv + i;
-    if (!strcmp(cmd, "inspect")) return pl_cmd_inspect(sub_argc, sub_argv);
-    if (!strcmp(cmd, "quantize")) return pl_cmd_quantize(sub_argc, sub_argv);
-    if (!strcmp(cmd, "make-test-model")) return pl_cmd_make_test_model(sub_argc, sub_argv);
-    if (!strcmp(cmd, "tokenize")) return pl_cmd_tokenize(sub_argc, sub_argv);
-    if (!strcmp(cmd, "eval")) return pl_cmd_eval(sub_argc, sub_argv);
-    if (!strcmp(cmd, "perplexity")) return pl_cmd_perplexity(sub_argc, sub_argv);
-    if (!strcmp(cmd, "generate")) return pl_cmd_generate(sub_argc, sub_argv);
-    if (!strcmp(cmd, "bench")) return pl_cmd_bench(sub_argc, sub_argv);
-    if (!strcmp(cmd, "validate")) return pl_cmd_validate(sub_argc, sub_argv);
-    if (!strcmp(cmd, "batch")) return pl_cmd_batch(sub_argc, sub_argv);
-    if (!strcmp(cmd, "run")) return pl_cmd_run(sub_argc, sub_argv);
-    if (!strcmp(cmd, "plan")) return pl_cmd_plan(sub_argc, sub_argv);
-    if (!strcmp(cmd, "status")) return pl_cmd_status(sub_argc, sub_argv);
-    if (!strcmp(cmd, "merge")) return pl_cmd_merge(sub_argc, sub_argv);
     if (!strcmp(cmd, "version")) {
         printf("docpipe %s\n", DP_VERSION);
         return PL_EXIT_OK;
     }
     if (!strcmp(cmd, "help")) {
-        usage(stdout);
-        return PL_EXIT_OK;
+        if (sub_argc < 2) {
+            usage(stdout);
+            return PL_EXIT_OK;
+        }
+        if (find_command(sub_argv[1]) && pl_help_print(stdout, sub_argv[1])) return PL_EXIT_OK;
+        unknown_command(sub_argv[1]);
+        return PL_EXIT_USAGE;
     }
-    fprintf(stderr, "docpipe: unknown command '%s'\n", cmd);
-    usage(stderr);
-    return PL_EXIT_USAGE;
+    const command *c = find_command(cmd);
+    if (!c) {
+        unknown_command(cmd);
+        return PL_EXIT_USAGE;
+    }
+    /* "CMD --help" anywhere, or "CMD -h" first (later, -h could be an option's value) */
+    bool help = sub_argc > 1 && !strcmp(sub_argv[1], "-h");
+    for (int k = 1; k < sub_argc && !help; k++) help = !strcmp(sub_argv[k], "--help");
+    if (help) return pl_help_print(stdout, cmd) ? PL_EXIT_OK : PL_EXIT_SOFTWARE;
+    return c->fn(sub_argc, sub_argv);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gguf_writer.h"
+#include "platform.h"
 #include "quant.h"
 
 static void test_inspect_json_on_every_fixture_model(void **state) {
@@ -164,6 +165,77 @@ static void test_inspect_shows_files_docpipe_cannot_run(void **state) {
     }
 }
 
+/* opt occurs in text as a whole option (not as the prefix of a longer one) */
+static bool mentions(const char *text, const char *opt) {
+    for (const char *p = strstr(text, opt); p; p = strstr(p + 1, opt)) {
+        const char after = p[strlen(opt)];
+        const char before = p == text ? ' ' : p[-1];
+        if (!(after == '-' || (after >= 'a' && after <= 'z')) && before != '-' && !(before >= 'a' && before <= 'z'))
+            return true;
+    }
+    return false;
+}
+
+/* Every command answers --help, -h and `help CMD` with its usage (exit 0), and the help names
+ * every option its parser accepts: the options are read from the command's source. */
+static void test_help_for_every_command_lists_every_option(void **state) {
+    (void)state;
+    static const struct {
+        const char *src;
+        const char *cmds[4];
+    } c[] = {
+        {"cmd_run.c", {"run", "plan", "status", "merge"}}, {"cmd_validate.c", {"validate"}},
+        {"cmd_batch.c", {"batch"}},       {"cmd_inspect.c", {"inspect"}},   {"cmd_quantize.c", {"quantize"}},
+        {"cmd_make_test_model.c", {"make-test-model"}}, {"cmd_tokenize.c", {"tokenize"}},
+        {"cmd_eval.c", {"eval"}},         {"cmd_perplexity.c", {"perplexity"}}, {"cmd_generate.c", {"generate"}},
+        {"cmd_bench.c", {"bench"}},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        char all[1 << 16] = "";
+        for (int k = 0; k < 4 && c[i].cmds[k]; k++) {
+            const char *cmd = c[i].cmds[k];
+            char *out = NULL, *out2 = NULL, *out3 = NULL;
+            if (tu_run(&out, "%s --help", cmd) != 0) fail_msg("%s --help: %s", cmd, tu_last_stderr());
+            assert_int_equal(tu_run(&out2, "%s -h", cmd), 0);
+            assert_int_equal(tu_run(&out3, "help %s", cmd), 0);
+            char want[64];
+            snprintf(want, sizeof(want), "usage: docpipe %s", cmd);
+            if (strncmp(out, want, strlen(want))) fail_msg("%s --help starts: %.80s", cmd, out);
+            assert_string_equal(out, out2);
+            assert_string_equal(out, out3);
+            strncat(all, out, sizeof(all) - strlen(all) - 1);
+            free(out), free(out2), free(out3);
+        }
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/pipeline/%s", DP_SOURCE_DIR, c[i].src);
+        char *src = NULL;
+        size_t len = 0;
+        dp_err err = {0};
+        assert_int_equal(dp_file_read_all(path, 1 << 20, &src, &len, &err), DP_OK);
+        int n_opts = 0;
+        for (const char *p = strstr(src, ", \"-"); p; p = strstr(p + 1, ", \"-")) {
+            char opt[64];
+            size_t k = 0;
+            for (const char *q = p + 3; *q && *q != '"' && *q != '=' && k < sizeof(opt) - 1; q++) opt[k++] = *q;
+            opt[k] = 0;
+            const char *from = p - src < 40 ? src : p - 40; /* only option comparisons: strcmp(x, "-...") */
+            char window[48];
+            snprintf(window, sizeof(window), "%.*s", (int)(p - from), from);
+            if (!strstr(window, "strcmp(")) continue;
+            if (!strcmp(opt, "-h") || !strcmp(opt, "--help") || !strcmp(opt, "-") || !opt[1]) continue;
+            n_opts++;
+            if (!mentions(all, opt)) fail_msg("%s accepts %s but `docpipe %s --help` does not mention it", c[i].src,
+                                              opt, c[i].cmds[0]);
+        }
+        free(src);
+        if (i != 1) assert_true(n_opts > 0); /* (validate takes none) */
+    }
+    /* unknown commands get a suggestion */
+    assert_int_equal(tu_run(NULL, "runn x.yaml"), 64);
+    assert_non_null(strstr(tu_last_stderr(), "did you mean 'run'"));
+    assert_int_equal(tu_run(NULL, "help nosuch"), 64);
+}
+
 static void test_make_test_model_quantize_inspect_chain(void **state) {
     (void)state;
     const char *f16 = tu_tmp("chain-f16.gguf"), *q = tu_tmp("chain-q4km.gguf");
@@ -217,6 +289,7 @@ int main(void) {
         cmocka_unit_test(test_inspect_text_shows_tables_and_memory),
         cmocka_unit_test(test_inspect_broken_or_missing_file_exits_78_with_reason),
         cmocka_unit_test(test_inspect_shows_files_docpipe_cannot_run),
+        cmocka_unit_test(test_help_for_every_command_lists_every_option),
         cmocka_unit_test(test_make_test_model_quantize_inspect_chain),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
