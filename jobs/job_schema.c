@@ -390,6 +390,78 @@ static const job_node *map_key(const job_node *m, const char *key) {
     return NULL;
 }
 
+/* ${NAME} and ${NAME:-default} in a value, from the environment; $${ is a literal ${. A
+ * variable that is not set (and has no default) is an error at the value's position, so
+ * `docpipe validate` shows it before a run. */
+static dp_status expand_scalar(ctx *c, job_node *n) {
+    if (!strstr(n->text, "${")) return DP_OK;
+    size_t cap = n->len + 1, len = 0;
+    char *out = malloc(cap);
+    if (!out) return dp_err_set(c->err, DP_ENOMEM, "out of memory");
+    dp_status st = DP_OK;
+    for (const char *p = n->text; *p && !st;) {
+        const char *piece = p;
+        size_t plen = 1;
+        char name[128];
+        if (p[0] == '$' && p[1] == '$' && p[2] == '{') {
+            piece = "${", plen = 2, p += 3;
+        } else if (p[0] == '$' && p[1] == '{') {
+            const char *e = strchr(p + 2, '}');
+            size_t k = 0;
+            const char *q = p + 2;
+            if (isalpha((unsigned char)*q) || *q == '_')
+                while ((isalnum((unsigned char)*q) || *q == '_') && k < sizeof(name) - 1) name[k++] = *q++;
+            name[k] = 0;
+            const bool has_def = q[0] == ':' && q[1] == '-';
+            if (!e || !k || (q != e && !has_def)) {
+                st = fail(c, n, "'%.40s': a reference must read ${NAME} or ${NAME:-default} (write $${ for a "
+                          "literal ${)", p);
+                break;
+            }
+            const char *v = getenv(name);
+            if (v && *v) piece = v, plen = strlen(v);
+            else if (has_def) piece = q + 2, plen = (size_t)(e - (q + 2));
+            else {
+                st = fail(c, n, "environment variable %s is not set or empty (${%s:-default} gives a default)", name, name);
+                break;
+            }
+            p = e + 1;
+        } else {
+            p++;
+        }
+        if (len + plen + 1 > cap) {
+            cap = 2 * (len + plen + 1);
+            char *g = realloc(out, cap);
+            if (!g) {
+                free(out);
+                return dp_err_set(c->err, DP_ENOMEM, "out of memory");
+            }
+            out = g;
+        }
+        memcpy(out + len, piece, plen);
+        len += plen;
+    }
+    if (st) {
+        free(out);
+        return st;
+    }
+    out[len] = 0;
+    free(n->text);
+    n->text = out;
+    n->len = len;
+    return DP_OK;
+}
+
+static dp_status expand_env(ctx *c, job_node *n) {
+    if (!n) return DP_OK;
+    if (n->kind == JOB_NODE_SCALAR) return expand_scalar(c, n);
+    for (size_t i = n->kind == JOB_NODE_MAP ? 1 : 0; i < n->n; i += n->kind == JOB_NODE_MAP ? 2 : 1) {
+        dp_status st = expand_env(c, n->items[i]);
+        if (st && st != DP_EFORMAT) return st;
+    }
+    return DP_OK;
+}
+
 static dp_status build(ctx *c, const job_node *root, job_spec *j) {
     if (!root) return fail(c, NULL, "the job file is empty");
     if (root->kind != JOB_NODE_MAP) return fail(c, root, "the job file must be a mapping of sections, not %s",
@@ -496,7 +568,8 @@ dp_status job_load_buffer(const char *data, size_t len, const char *name, const 
     j.file = dupstr(name, strlen(name));
     j.dir = dupstr(dir ? dir : "", dir ? strlen(dir) : 0);
     ctx c = {.name = name, .dir = dir, .err = err};
-    st = build(&c, root, &j);
+    st = expand_env(&c, root);
+    if (!st || st == DP_EFORMAT) st = build(&c, root, &j);
     if (st == DP_EFORMAT) report_errors(&c);
     else
         for (int i = 0; i < c.n_errors && i < MAX_REPORTED; i++) free(c.errors[i].msg);

@@ -1,5 +1,5 @@
 /*
- * cmd_run.c - `docpipe run JOB.yaml [--restart] [--device D] [--quiet] [--progress=line|plain]`,
+ * cmd_run.c - `docpipe run JOB.yaml [--restart] [-m M] [-t N] [-c N] [--device D] [--quiet] ...`,
  * `docpipe plan JOB.yaml [--no-bench]` and `docpipe status JOB.yaml` (run.h does the work).
  */
 #include <stdio.h>
@@ -33,6 +33,16 @@ int pl_cmd_run(int argc, char **argv) {
                 return PL_EXIT_USAGE;
             }
             o.shard_i = si, o.shard_n = sn;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "docpipe run: %s needs a model file\n", a);
+                return PL_EXIT_USAGE;
+            }
+            o.model = argv[++i];
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!pl_parse_u32(a, i + 1 < argc ? argv[++i] : NULL, 1, 1024, &o.threads)) return PL_EXIT_USAGE;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
+            if (!pl_parse_u32(a, i + 1 < argc ? argv[++i] : NULL, 64, 1u << 20, &o.context)) return PL_EXIT_USAGE;
         } else if (!strcmp(a, "--mem")) {
             if (!pl_parse_size(a, i + 1 < argc ? argv[++i] : NULL, &o.mem)) return PL_EXIT_USAGE;
         } else if (!strcmp(a, "--shards")) {
@@ -45,8 +55,8 @@ int pl_cmd_run(int argc, char **argv) {
     if (!job) goto usage;
     return pl_run_job(job, &o);
 usage:
-    fprintf(stderr, "usage: docpipe run JOB.yaml [--restart] [--retry-failed] [--device cpu|cuda|auto] [--quiet] "
-            "[--progress=line|plain] [--shard I/N | --shards N] [--mem SIZE]\n");
+    fprintf(stderr, "usage: docpipe run JOB.yaml [--restart] [--retry-failed] [-m MODEL.gguf] [-t N] [-c N] "
+            "[--device cpu|cuda|auto] [--quiet] [--progress=line|plain] [--shard I/N | --shards N] [--mem SIZE]\n");
     return PL_EXIT_USAGE;
 }
 

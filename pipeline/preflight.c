@@ -32,7 +32,8 @@ static void problem(report *r, int code, int line, int col, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s: %s:%d:%d: %s\n", r->prog, r->j->file, line, col, msg);
+    if (line > 0) fprintf(stderr, "%s: %s:%d:%d: %s\n", r->prog, r->j->file, line, col, msg);
+    else fprintf(stderr, "%s: %s\n", r->prog, msg); /* a value from the command line */
     if (!r->rc) r->rc = code;
 }
 
@@ -75,8 +76,8 @@ int pl_preflight(const job_spec *j, pl_preflight_depth depth, const char *prog) 
     }
     dp_stat_info si;
     if (dp_stat(j->model.path, true, &si, NULL) || si.kind != DP_KIND_FILE)
-        problem(&r, PL_EXIT_CONFIG, j->model.path_line, j->model.path_col, "model.path: %s is not a readable file",
-                j->model.path);
+        problem(&r, PL_EXIT_CONFIG, j->model.path_line, j->model.path_col, "%s: %s is not a readable file",
+                j->model.path_line ? "model.path" : "-m", j->model.path);
     if (depth == PL_PREFLIGHT_RUN) return r.rc;
 
     check_creatable(&r, "outputs.jsonl", od);

@@ -213,6 +213,24 @@ static int open_job(pl_run *r, const char *job_path, const pl_run_opts *o) {
         fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
         return st == DP_ENOENT || st == DP_EACCES ? PL_EXIT_NOINPUT : PL_EXIT_DATAERR;
     }
+    /* command-line overrides of the job's model section (-m, -t, -c) */
+    job_spec *jm = &r->job;
+    if (o->model) {
+        char *m = strdup(o->model);
+        if (!m) return 70;
+        free(jm->model.path);
+        jm->model.path = m;
+        jm->model.path_line = jm->model.path_col = 0; /* messages name -m, not the job file */
+    }
+    if (o->threads) jm->model.threads = o->threads;
+    if (o->context) {
+        if ((int64_t)o->context <= jm->generation.max_tokens) {
+            fprintf(stderr, "docpipe: -c %u leaves no room for the prompt: generation.max_tokens is %lld\n",
+                    o->context, (long long)jm->generation.max_tokens);
+            return PL_EXIT_USAGE;
+        }
+        jm->model.context = o->context;
+    }
     int rc = resolve_shard(r, o);
     if (rc) return rc;
     const job_spec *j = &r->job;
@@ -423,8 +441,10 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     dp_err err = {0};
     const job_spec *j = &r->job;
     if (eng_model_load(j->model.path, &r->model, &err)) {
-        fprintf(stderr, "docpipe: %s:%d:%d: model.path: %s\n", j->file, j->model.path_line, j->model.path_col,
-                dp_err_msg(&err));
+        if (j->model.path_line)
+            fprintf(stderr, "docpipe: %s:%d:%d: model.path: %s\n", j->file, j->model.path_line, j->model.path_col,
+                    dp_err_msg(&err));
+        else fprintf(stderr, "docpipe: -m: %s\n", dp_err_msg(&err));
         return PL_EXIT_CONFIG;
     }
     r->tok = eng_model_get_tokenizer(r->model);

@@ -21,6 +21,9 @@ typedef struct pl_run_opts {
     uint32_t shards;    /* --shards N: the count for JOB_COMPLETION_INDEX (0: from the manifest) */
     uint64_t mem;       /* --mem: memory budget for weights + KV cache + state (0: what is available) */
     bool retry_failed;  /* --retry-failed: documents that failed before are tried again */
+    const char *model;  /* -m: instead of model.path (NULL: the job's) */
+    uint32_t threads;   /* -t: instead of model.threads (0: the job's) */
+    uint32_t context;   /* -c: instead of model.context (0: the job's) */
 } pl_run_opts;
 
 /* Runs the job; returns the exit code of design.md. */

@@ -311,6 +311,40 @@ static void test_exit_codes(void **state) {
     assert_int_equal(tu_run(NULL, "run a.yaml b.yaml"), 64);
 }
 
+/* -m, -t and -c replace the job's model section; a changed model or context is refused on
+ * resume like an edit of the job; the environment reaches the job's values. */
+static void test_command_line_overrides(void **state) {
+    (void)state;
+    char d[4096], job[4400], res[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("overrides"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && printf 'a short text.' > '%s/in/a.txt'", d, d), 0);
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, "${DP_TEST_NO_SUCH_MODEL:-missing.gguf}", "in",
+                  "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 4\noutputs:\n  jsonl: out/r.jsonl\n");
+    assert_int_equal(tu_run(NULL, "run '%s'", job), 78);
+    assert_non_null(strstr(tu_last_stderr(), "missing.gguf is not a readable file"));
+    assert_int_equal(tu_run(NULL, "run '%s' -m '%s' -t 1 -c 512 --quiet", job, e2e_model("qwen3")), 0);
+    snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
+    json_t *r = e2e_load_records(res, NULL);
+    const char *cid;
+    json_t *o;
+    json_object_foreach(r, cid, o) {
+        const char *base = strrchr(e2e_model("qwen3"), '/');
+        assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(o, "response"), "body"),
+                                                              "model")), base + 1);
+    }
+    json_decref(r);
+    /* the model from the environment now: the same file, so the run resumes (nothing to do) */
+    setenv("DP_TEST_NO_SUCH_MODEL", e2e_model("qwen3"), 1);
+    assert_int_equal(tu_run(NULL, "run '%s' -c 512 --quiet", job), 0);
+    /* another context than the checkpoint's: refused, as an edit of the job would be */
+    assert_int_equal(tu_run(NULL, "run '%s' -c 1024", job), 78);
+    assert_int_equal(tu_run(NULL, "run '%s' -m '%s' -c 512", job, e2e_model("qwen35")), 78);
+    assert_non_null(strstr(tu_last_stderr(), "the model file changed"));
+    unsetenv("DP_TEST_NO_SUCH_MODEL");
+    assert_int_equal(tu_run(NULL, "run '%s' -c 4", job), 64);
+}
+
 static void test_disk_error_then_resume(void **state) {
     (void)state;
     char d[4096];
@@ -503,6 +537,7 @@ int main(void) {
         cmocka_unit_test(test_shared_head_same_results),
         cmocka_unit_test(test_bad_documents),
         cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_command_line_overrides),
         cmocka_unit_test(test_disk_error_then_resume),
         cmocka_unit_test(test_incremental_and_status),
     };

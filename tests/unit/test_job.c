@@ -142,6 +142,44 @@ static void test_hostile_yaml_is_refused(void **state) {
     assert_int_equal(job_load_buffer(bad_utf8, strlen(bad_utf8), "j.yaml", "", &j, &err), DP_EFORMAT);
 }
 
+static void test_environment_variables_in_values(void **state) {
+    (void)state;
+    job_spec j;
+    dp_err err = {0};
+    setenv("DP_TEST_MODELS", "/srv/m", 1);
+    setenv("DP_TEST_EMPTY", "", 1);
+    unsetenv("DP_TEST_UNSET");
+    char *t = edit("  path: model.gguf\n", "  path: ${DP_TEST_MODELS}/q.gguf\n");
+    char *u = edit("  threads: 2\n", "  threads: ${DP_TEST_UNSET:-3}\n");
+    /* both edits: splice u's threads line into t */
+    char both[4096];
+    const char *tl = strstr(t, "  threads: 2\n");
+    snprintf(both, sizeof(both), "%.*s  threads: ${DP_TEST_UNSET:-3}\n%s", (int)(tl - t), t, tl + 13);
+    free(u);
+    free(t);
+    assert_int_equal(job_load_buffer(both, strlen(both), "j.yaml", "/d", &j, &err), DP_OK);
+    assert_string_equal(j.model.path, "/srv/m/q.gguf");
+    assert_int_equal(j.model.threads, 3);
+    job_spec_free(&j);
+    /* empty counts as unset for :-; $${ is a literal ${; a template keeps its {{content}} */
+    t = edit("  system: You summarize documents for the operations team.\n",
+             "  system: \"${DP_TEST_EMPTY:-none} and $${HOME} and ${DP_TEST_MODELS:-x}\"\n");
+    assert_int_equal(job_load_buffer(t, strlen(t), "j.yaml", "/d", &j, &err), DP_OK);
+    assert_string_equal(j.prompts.system, "none and ${HOME} and /srv/m");
+    job_spec_free(&j);
+    free(t);
+    /* unset without a default, and a malformed reference: errors at their positions, both */
+    t = edit("  threads: 2\n", "  threads: ${DP_TEST_UNSET}\n");
+    char bad[4096];
+    const char *sl = strstr(t, "  seed: 7\n");
+    snprintf(bad, sizeof(bad), "%.*s  seed: ${1x}\n%s", (int)(sl - t), t, sl + 10);
+    free(t);
+    assert_int_equal(job_load_buffer(bad, strlen(bad), "j.yaml", "/d", &j, &err), DP_EFORMAT);
+    if (!strstr(err.msg, "j.yaml:5:12: environment variable DP_TEST_UNSET is not set") ||
+        !strstr(err.msg, "j.yaml:17:9: '${1x}': a reference must read"))
+        fail_msg("got: %s", err.msg);
+}
+
 static void test_every_schema_key_is_documented(void **state) {
     (void)state;
     char path[1024], *doc;
@@ -230,6 +268,7 @@ int main(void) {
         cmocka_unit_test(test_reference_job_parses_with_defaults),
         cmocka_unit_test(test_bad_jobs_report_file_line_col),
         cmocka_unit_test(test_hostile_yaml_is_refused),
+        cmocka_unit_test(test_environment_variables_in_values),
         cmocka_unit_test(test_every_schema_key_is_documented),
         cmocka_unit_test(test_validate_command_exit_codes),
     };
