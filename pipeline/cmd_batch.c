@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "help.h"
 #include "engine.h"
 #include "exit_codes.h"
 #include "batch_request.h"
@@ -255,7 +256,7 @@ int pl_cmd_batch(int argc, char **argv) {
         else if (!strcmp(o, "--kv-blocks")) ok = pl_parse_u32(o, v, 1, 1u << 24, &kv_blocks);
         else if (!strcmp(o, "--think")) think = true, takes = false;
         else {
-            fprintf(stderr, "docpipe batch: unknown option '%s'\n", o);
+            pl_unknown_option("batch", o);
             goto usage;
         }
         if (!ok) return PL_EXIT_USAGE;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "help.h"
 #include "engine.h"
 #include "exit_codes.h"
 #include "platform.h"
@@ -42,7 +43,7 @@ int pl_cmd_bench(int argc, char **argv) {
             else if (!strcmp(o, "--exact")) exact = true;
             else if (!strcmp(o, "--pps")) pps = true;
             else {
-                fprintf(stderr, "docpipe bench: unknown option '%s'\n", o);
+                pl_unknown_option("bench", o);
                 goto usage;
             }
         }

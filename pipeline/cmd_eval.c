@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "help.h"
 #include "engine.h"
 #include "exit_codes.h"
 #include "platform.h"
@@ -56,7 +57,7 @@ int pl_cmd_eval(int argc, char **argv) {
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) { if (!pl_parse_u32(o, v, 16, 1u << 24, &n_ctx)) return PL_EXIT_USAGE; i++; }
         else if (!strcmp(o, "--exact")) exact = true;
         else {
-            fprintf(stderr, "docpipe eval: unknown option '%s'\n", o);
+            pl_unknown_option("eval", o);
             goto usage;
         }
     }

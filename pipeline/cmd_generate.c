@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "help.h"
 #include "engine.h"
 #include "exit_codes.h"
 #include "platform.h"
@@ -80,7 +81,7 @@ int pl_cmd_generate(int argc, char **argv) {
             else if (!strcmp(o, "--think")) think = true;
             else if (!strcmp(o, "--exact")) exact = true;
             else {
-                fprintf(stderr, "docpipe generate: unknown option '%s'\n", o);
+                pl_unknown_option("generate", o);
                 goto usage;
             }
         }

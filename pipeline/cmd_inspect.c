@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "help.h"
 #include "engine.h"
 #include "exit_codes.h"
 #include "platform.h"
@@ -133,7 +134,7 @@ int pl_cmd_inspect(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--all")) {
             show_all_kv = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "docpipe inspect: unknown option '%s'\n", argv[i]);
+            pl_unknown_option("inspect", argv[i]);
             return PL_EXIT_USAGE;
         } else if (!path) {
             path = argv[i];

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "help.h"
 #include "engine.h"
 #include "exit_codes.h"
 #include "platform.h"
@@ -113,7 +114,7 @@ int pl_cmd_make_test_model(int argc, char **argv) {
         else if (!strcmp(o, "--seed")) dst = &seed, lo = 0, hi = UINT32_MAX;
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) dst = &threads, hi = 256;
         else {
-            fprintf(stderr, "docpipe make-test-model: unknown option '%s'\n", o);
+            pl_unknown_option("make-test-model", o);
             usage(stderr);
             return PL_EXIT_USAGE;
         }

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "help.h"
 #include "engine.h"
 #include "exit_codes.h"
 #include "platform.h"
@@ -60,7 +61,7 @@ int pl_cmd_perplexity(int argc, char **argv) {
             usage(stdout);
             return PL_EXIT_OK;
         } else {
-            fprintf(stderr, "docpipe perplexity: unknown option '%s'\n", o);
+            pl_unknown_option("perplexity", o);
             usage(stderr);
             return PL_EXIT_USAGE;
         }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "help.h"
 #include "engine.h"
 #include "exit_codes.h"
 #include "platform.h"
@@ -39,7 +40,7 @@ int pl_cmd_quantize(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--quiet")) {
             quiet = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "docpipe quantize: unknown option '%s'\n", argv[i]);
+            pl_unknown_option("quantize", argv[i]);
             return PL_EXIT_USAGE;
         } else if (n_pos < 3) {
             pos[n_pos++] = argv[i];

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "exit_codes.h"
+#include "help.h"
 #include "run.h"
 
 bool pl_parse_device(const char *v, int *out);
@@ -47,8 +48,11 @@ int pl_cmd_run(int argc, char **argv) {
             if (!pl_parse_size(a, i + 1 < argc ? argv[++i] : NULL, &o.mem)) return PL_EXIT_USAGE;
         } else if (!strcmp(a, "--shards")) {
             if (!pl_parse_u32(a, i + 1 < argc ? argv[++i] : NULL, 1, 65536, &o.shards)) return PL_EXIT_USAGE;
-        } else if (a[0] == '-' || job) {
-            fprintf(stderr, "docpipe run: unexpected argument '%s'\n", a);
+        } else if (a[0] == '-' && a[1]) {
+            pl_unknown_option("run", a);
+            return PL_EXIT_USAGE;
+        } else if (job) {
+            fprintf(stderr, "docpipe run: one job file at a time ('%s' and '%s')\n", job, a);
             goto usage;
         } else job = a;
     }
@@ -69,7 +73,10 @@ int pl_cmd_plan(int argc, char **argv) {
         else if (!strcmp(argv[i], "--shards")) {
             if (!pl_parse_u32(argv[i], i + 1 < argc ? argv[i + 1] : NULL, 1, 65536, &shards)) return PL_EXIT_USAGE;
             i++;
-        } else if (argv[i][0] == '-' || job) {
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            pl_unknown_option("plan", argv[i]);
+            return PL_EXIT_USAGE;
+        } else if (job) {
             goto usage;
         } else job = argv[i];
     }

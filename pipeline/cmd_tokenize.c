@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "help.h"
 #include "engine.h"
 #include "exit_codes.h"
 #include "platform.h"
@@ -46,7 +47,7 @@ int pl_cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(argv[i], "--pieces")) pieces = true;
         else if (!strcmp(argv[i], "--count")) count = true;
         else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "docpipe tokenize: unknown option '%s'\n", argv[i]);
+            pl_unknown_option("tokenize", argv[i]);
             goto usage;
         } else if (!text) text = argv[i];
         else {

@@ -12,5 +12,10 @@
 
 /* Prints the section "## docpipe CMD" to f; false when there is none. */
 bool pl_help_print(FILE *f, const char *cmd);
+/* "docpipe CMD: unknown option 'OPT'" on stderr, with "did you mean" when an option of CMD's
+ * help is close (one or two edits). */
+void pl_unknown_option(const char *cmd, const char *opt);
+/* Levenshtein distance of two short words (99 for words over 31 bytes). */
+size_t pl_edit_distance(const char *a, const char *b);
 
 #endif /* PL_HELP_H */

@@ -100,27 +100,11 @@ static const command *find_command(const char *name) {
     return NULL;
 }
 
-/* Levenshtein distance of two short words (longer ones count as far apart). */
-static size_t distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b), prev[32], cur[32];
-    if (la > 31 || lb > 31) return 99;
-    for (size_t j = 0; j <= lb; j++) prev[j] = j;
-    for (size_t x = 1; x <= la; x++) {
-        cur[0] = x;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t sub = prev[j - 1] + (a[x - 1] != b[j - 1]), del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-        memcpy(prev, cur, (lb + 1) * sizeof(size_t));
-    }
-    return prev[lb];
-}
-
 static void unknown_command(const char *name) {
     const char *best = NULL;
     size_t bd = 3;
     for (size_t k = 0; k < sizeof(k_commands) / sizeof(k_commands[0]); k++) {
-        size_t d = distance(name, k_commands[k].name);
+        size_t d = pl_edit_distance(name, k_commands[k].name);
         if (d < bd) bd = d, best = k_commands[k].name;
     }
     if (best) fprintf(stderr, "docpipe: unknown command '%s' (did you mean '%s'?)\n", name, best);

@@ -234,6 +234,13 @@ static void test_help_for_every_command_lists_every_option(void **state) {
     assert_int_equal(tu_run(NULL, "runn x.yaml"), 64);
     assert_non_null(strstr(tu_last_stderr(), "did you mean 'run'"));
     assert_int_equal(tu_run(NULL, "help nosuch"), 64);
+    /* and unknown options, from the options of the command's own help */
+    assert_int_equal(tu_run(NULL, "run x.yaml --restrat"), 64);
+    assert_non_null(strstr(tu_last_stderr(), "unknown option '--restrat' (did you mean '--restart'?)"));
+    assert_int_equal(tu_run(NULL, "bench -m x.gguf --seq 4"), 64);
+    assert_non_null(strstr(tu_last_stderr(), "did you mean '--seqs'?"));
+    assert_int_equal(tu_run(NULL, "inspect x.gguf --zzzzzzzz"), 64);
+    assert_null(strstr(tu_last_stderr(), "did you mean"));
 }
 
 static void test_make_test_model_quantize_inspect_chain(void **state) {
