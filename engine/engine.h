@@ -75,6 +75,10 @@ eng_context_params eng_context_default_params(void);
 dp_status eng_context_new(eng_model *m, const eng_context_params *p, eng_context **out, dp_err *err);
 void eng_context_free(eng_context *c);
 const char *eng_context_backend_name(const eng_context *c); /* "cpu (avx2)" */
+/* The CPU kernel sets this build has ("scalar avx2 avx512-vnni amx") and the one this CPU
+ * runs ("avx2"), for `docpipe --version`. */
+const char *eng_cpu_kernels_built(void);
+const char *eng_cpu_kernels_used(void);
 
 /* Tokens to evaluate: token i goes to sequence seq[i] at position pos[i]; tokens of one
  * sequence must come in position order, continuing that sequence. logits[i] != 0 asks for

@@ -14,7 +14,28 @@
 #include "help.h"
 #include "log.h"
 
-#define DP_VERSION "0.1.0"
+#include "engine.h"
+#ifdef DP_HAVE_CUDA
+#include "backend.h"
+#endif
+
+extern const char pl_version[], pl_git_commit[], pl_build_type[]; /* version_info.c, generated */
+
+/* docpipe --version: what a bug report needs to say which build ran where. */
+static void print_version(void) {
+    printf("docpipe %s (git %s, %s build)\n", pl_version, pl_git_commit, pl_build_type);
+    printf("cpu kernels: built %s; this cpu runs %s\n", eng_cpu_kernels_built(), eng_cpu_kernels_used());
+#ifdef DP_HAVE_CUDA
+    int n_dev = 0;
+    size_t free_bytes = 0;
+    char name[128] = "";
+    eng_cuda_probe(&n_dev, &free_bytes, name, sizeof(name));
+    if (n_dev) printf("cuda backend: built; %d device%s (%s)\n", n_dev, n_dev == 1 ? "" : "s", name);
+    else printf("cuda backend: built; no usable GPU here\n");
+#else
+    printf("cuda backend: not built\n");
+#endif
+}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -123,7 +144,7 @@ int main(int argc, char **argv) {
             usage(stdout);
             return PL_EXIT_OK;
         } else if (!strcmp(argv[i], "--version")) {
-            printf("docpipe %s\n", DP_VERSION);
+            print_version();
             return PL_EXIT_OK;
         } else {
             fprintf(stderr, "docpipe: unknown option '%s'\n", argv[i]);
@@ -139,12 +160,22 @@ int main(int argc, char **argv) {
     int sub_argc = argc - i;
     char **sub_argv = argv + i;
     if (!strcmp(cmd, "version")) {
-        printf("docpipe %s\n", DP_VERSION);
+        print_version();
         return PL_EXIT_OK;
     }
     if (!strcmp(cmd, "help")) {
         if (sub_argc < 2) {
             usage(stdout);
+            return PL_EXIT_OK;
+        }
+        /* what the install ships, made from the same text as the help */
+        if (!strcmp(sub_argv[1], "--man")) {
+            pl_help_man(stdout, pl_version);
+            return PL_EXIT_OK;
+        }
+        if (!strcmp(sub_argv[1], "--completion") && sub_argc == 3 &&
+            (!strcmp(sub_argv[2], "bash") || !strcmp(sub_argv[2], "zsh"))) {
+            pl_help_completion(stdout, !strcmp(sub_argv[2], "zsh"));
             return PL_EXIT_OK;
         }
         if (find_command(sub_argv[1]) && pl_help_print(stdout, sub_argv[1])) return PL_EXIT_OK;

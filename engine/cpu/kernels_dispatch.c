@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine.h"
 #include "kernels.h"
 #include "platform.h"
 #include "quant.h"
@@ -376,6 +377,18 @@ void eng_f32_to_f16_row(const float *x, uint16_t *y, int64_t n) {
 #endif
     for (int64_t i = 0; i < n; i++) y[i] = eng_f32_to_f16(x[i]);
 }
+
+const char *eng_cpu_kernels_built(void) {
+#if defined(DP_HAVE_X86) && defined(DP_HAVE_AMX_BUILD)
+    return "scalar avx2 avx512-vnni amx";
+#elif defined(DP_HAVE_X86)
+    return "scalar avx2 avx512-vnni";
+#else
+    return "scalar";
+#endif
+}
+
+const char *eng_cpu_kernels_used(void) { return eng_cpu_kernel_name(); }
 
 const char *eng_cpu_kernel_name(void) {
 #ifdef DP_HAVE_X86

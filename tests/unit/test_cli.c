@@ -230,6 +230,29 @@ static void test_help_for_every_command_lists_every_option(void **state) {
         free(src);
         if (i != 1) assert_true(n_opts > 0); /* (validate takes none) */
     }
+    /* --version says which build this is; the manual page and completions come from the same text */
+    char *v = NULL;
+    assert_int_equal(tu_run(&v, "--version"), 0);
+    if (!strstr(v, "(git ") || !strstr(v, "build)") || !strstr(v, "cpu kernels: built scalar") ||
+        !strstr(v, "this cpu runs") || !strstr(v, "cuda backend: "))
+        fail_msg("--version said: %s", v);
+    free(v);
+    assert_int_equal(tu_run(&v, "help --man"), 0);
+    assert_int_equal(strncmp(v, ".TH DOCPIPE 1", 13), 0);
+    assert_non_null(strstr(v, ".SS \"docpipe run\""));
+    assert_non_null(strstr(v, ".SS \"docpipe make-test-model\""));
+    free(v);
+    assert_int_equal(tu_run(&v, "help --completion bash"), 0);
+    assert_non_null(strstr(v, "run) echo \"--restart"));
+    assert_non_null(strstr(v, "complete -o filenames -F _docpipe docpipe"));
+    tu_write_file(tu_tmp("completion.bash"), v, strlen(v));
+    free(v);
+    char cmd[4200];
+    snprintf(cmd, sizeof(cmd), "bash -n '%s'", tu_tmp("completion.bash"));
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tu_run(&v, "help --completion zsh"), 0);
+    assert_int_equal(strncmp(v, "#compdef docpipe", 16), 0);
+    free(v);
     /* unknown commands get a suggestion */
     assert_int_equal(tu_run(NULL, "runn x.yaml"), 64);
     assert_non_null(strstr(tu_last_stderr(), "did you mean 'run'"));
