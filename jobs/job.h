@@ -64,6 +64,7 @@ typedef struct job_spec {
         char *jsonl;
         bool gzip;
         char *per_document_dir; /* (optional) */
+        char *metrics;          /* (optional) Prometheus text file */
     } outputs;
     char *state_dir;
 } job_spec;

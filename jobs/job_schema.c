@@ -71,6 +71,7 @@ static const field k_fields[] = {
     {"outputs", "jsonl", F_PATH, S(outputs.jsonl), true, NULL, 0, 0, NULL},
     {"outputs", "gzip", F_BOOL, S(outputs.gzip), false, "false", 0, 0, NULL},
     {"outputs", "per_document_dir", F_PATH, S(outputs.per_document_dir), false, NULL, 0, 0, NULL},
+    {"outputs", "metrics", F_PATH, S(outputs.metrics), false, NULL, 0, 0, NULL},
     {"", "state_dir", F_PATH, S(state_dir), false, "state", 0, 0, NULL},
 };
 #define N_FIELDS (sizeof(k_fields) / sizeof(k_fields[0]))
@@ -619,6 +620,7 @@ void job_spec_free(job_spec *j) {
     free(j->prompts.reduce_template);
     free(j->outputs.jsonl);
     free(j->outputs.per_document_dir);
+    free(j->outputs.metrics);
     free(j->state_dir);
     memset(j, 0, sizeof(*j));
 }

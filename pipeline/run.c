@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "exit_codes.h"
+#include "metrics.h"
 #include "preflight.h"
 #include "progress.h"
 #include "rng.h"
@@ -159,6 +160,7 @@ void pl_run_free(pl_run *r) {
     free(r->results_path);
     free(r->errors_path);
     free(r->status_path);
+    free(r->metrics_path);
     dp_mutex_free(&r->mu);
     job_spec_free(&r->job);
 }
@@ -258,8 +260,18 @@ static int open_job(pl_run *r, const char *job_path, const pl_run_opts *o) {
     r->errors_path = od ? path_join(od, name) : NULL;
     snprintf(name, sizeof(name), "%sstatus.json", part);
     r->status_path = od ? path_join(od, name) : NULL;
+    if (j->outputs.metrics) { /* a shard's beside the job's, as its other outputs are */
+        char md[4096];
+        dp_path_dir(j->outputs.metrics, md, sizeof(md));
+        const char *base = strrchr(j->outputs.metrics, '/');
+        base = base ? base + 1 : j->outputs.metrics;
+        size_t mn = strlen(md) + strlen(part) + strlen(base) + 2;
+        if ((r->metrics_path = malloc(mn)))
+            snprintf(r->metrics_path, mn, "%s/%s%s", md, r->shard_n ? part : "", base);
+        r->last_success = r->metrics_path ? pl_metrics_last_success(r->metrics_path) : 0;
+    }
     if (!r->state_dir || !r->checkpoint_path || !r->ledger_path || !r->lock_path || !r->results_path ||
-        !r->errors_path || !r->status_path) {
+        !r->errors_path || !r->status_path || (j->outputs.metrics && !r->metrics_path)) {
         free(od);
         fprintf(stderr, "docpipe: out of memory\n");
         return 70;
@@ -476,6 +488,33 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     return 0;
 }
 
+void pl_run_metrics(pl_run *r, int exit_code) {
+    if (!r->metrics_path) return;
+    char job[256], shard[32];
+    const char *base = strrchr(r->job.file, '/');
+    snprintf(job, sizeof(job), "%s", base ? base + 1 : r->job.file);
+    char *dot = strrchr(job, '.');
+    if (dot && dot != job) *dot = 0;
+    snprintf(shard, sizeof(shard), "%u/%u", r->shard_i, r->shard_n);
+    const double now = (double)dp_time_wall();
+    dp_mutex_lock(&r->mu);
+    const uint64_t ran = r->n_docs_done - r->n_docs_skipped;
+    pl_metrics m = {job, r->shard_n ? shard : NULL, ran - r->n_docs_failed, r->n_docs_failed, r->n_docs_skipped,
+                    r->n_requests_done, r->n_prompt_tokens, r->n_gen_tokens, r->ck.docs_ok, r->ck.docs_failed,
+                    (double)r->start_wall, exit_code >= 0 ? now : 0, (double)(dp_time_ns() - r->t0) / 1e9, exit_code,
+                    r->last_success};
+    dp_mutex_unlock(&r->mu);
+    dp_err err = {0};
+    char md[4096];
+    dp_path_dir(r->metrics_path, md, sizeof(md));
+    dp_status st = dp_mkdir_p(md, &err);
+    if (!st) st = pl_metrics_write(r->metrics_path, &m, &err);
+    if (st && !r->metrics_warned) {
+        r->metrics_warned = true;
+        fprintf(stderr, "docpipe: warning: outputs.metrics not written (the run goes on): %s\n", dp_err_msg(&err));
+    }
+}
+
 void pl_run_init(pl_run *r) {
     memset(r, 0, sizeof(*r));
     dp_mutex_init(&r->mu);
@@ -483,7 +522,8 @@ void pl_run_init(pl_run *r) {
     r->lock.handle = -1;
     r->results.f.handle = r->errors.f.handle = r->ledger_sink.f.handle = -1;
     r->t0 = dp_time_ns();
-    dp_time_format(dp_time_wall(), true, r->date);
+    r->start_wall = dp_time_wall();
+    dp_time_format(r->start_wall, true, r->date);
 }
 
 int pl_run_job(const char *job_path, const pl_run_opts *o) {
@@ -492,12 +532,18 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
     pl_run_init(r);
     r->retry_failed = o->retry_failed;
     int rc;
-    if ((rc = open_job(r, job_path, o)) || (rc = lock_job(r)) || (rc = open_state(r, o->restart)) ||
-        (rc = open_model(r, o))) {
+    if ((rc = open_job(r, job_path, o)) || (rc = lock_job(r))) { /* (locked: the metrics are another run's) */
         pl_run_free(r);
         free(r);
         return rc;
     }
+    if ((rc = open_state(r, o->restart)) || (rc = open_model(r, o))) {
+        pl_run_metrics(r, rc);
+        pl_run_free(r);
+        free(r);
+        return rc;
+    }
+    pl_run_metrics(r, -1);
     dp_stop_signals_install(PL_EXIT_TEMPFAIL);
     const size_t seqs = (size_t)r->job.model.max_sequences;
     if (pl_queue_new(4, pl_doc_free, &r->q_docs) || pl_queue_new(2 * seqs + 8, pl_item_free, &r->q_items) ||
@@ -571,6 +617,8 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
     if (!o->quiet && r->n_prefix_tokens)
         fprintf(stderr, "docpipe: shared prompt head of %llu tokens computed once: %llu prompt tokens not recomputed\n",
                 (unsigned long long)r->n_prefix_tokens, (unsigned long long)r->n_prefix_saved);
+    if (rc == PL_EXIT_OK || rc == PL_EXIT_PARTIAL) r->last_success = (double)dp_time_wall();
+    pl_run_metrics(r, rc);
     pl_run_free(r);
     free(r);
     return rc;

@@ -98,6 +98,10 @@ typedef struct pl_run {
     /* state */
     char *state_dir, *checkpoint_path, *ledger_path, *lock_path;
     char *results_path, *errors_path, *status_path;
+    char *metrics_path;         /* outputs.metrics (a shard's: part-I-of-N.NAME), or NULL */
+    double last_success;        /* carried over from the previous metrics file */
+    int64_t start_wall;
+    bool metrics_warned;        /* a failed metrics write is said once, and is not fatal */
     pl_ledger *ledger;
     pl_checkpoint ck;
     pl_sink results, errors, ledger_sink;
@@ -135,6 +139,10 @@ void pl_run_fail(pl_run *r, dp_status st, const dp_err *err, int exit_code);
 /* Stop admitting work (a signal): in-flight requests are abandoned, complete documents are
  * committed. */
 void pl_run_stop(pl_run *r);
+/* Writes outputs.metrics (when the job has one) with the counters now; exit_code -1 while
+ * the run goes on. A failure is reported once on stderr and is not an error of the run: the
+ * results matter more than their monitoring. */
+void pl_run_metrics(pl_run *r, int exit_code);
 /* A zeroed run with its mutex, registry and date; pl_run_free releases whatever was opened. */
 void pl_run_init(pl_run *r);
 void pl_run_free(pl_run *r);

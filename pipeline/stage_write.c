@@ -178,7 +178,9 @@ static dp_status commit(writer *w, bool final) {
     if ((st = pl_checkpoint_write(r->checkpoint_path, &r->ck, &w->err))) return st;
     w->uncommitted = 0;
     w->t_commit = dp_time_ns();
-    return write_status(w, final);
+    if ((st = write_status(w, final))) return st;
+    pl_run_metrics(r, -1);
+    return DP_OK;
 }
 
 static dp_status take(writer *w, pl_unit *u) {

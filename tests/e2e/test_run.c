@@ -9,6 +9,8 @@
  */
 #include "e2eutil.h"
 
+#include "platform.h"
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,6 +347,56 @@ static void test_command_line_overrides(void **state) {
     assert_int_equal(tu_run(NULL, "run '%s' -c 4", job), 64);
 }
 
+/* outputs.metrics: the Prometheus file after a run, after a run with a failed document, and
+ * after a run refused at the start: the last success is kept. */
+static double metric(const char *path, const char *sample) {
+    char *data = NULL;
+    size_t len = 0;
+    dp_err err = {0};
+    assert_int_equal(dp_file_read_all(path, 1 << 20, &data, &len, &err), DP_OK);
+    const char *p = strstr(data, sample);
+    if (!p) fail_msg("%s has no sample %s:\n%s", path, sample, data);
+    double v = strtod(p + strlen(sample), NULL);
+    /* every line is a comment or NAME{LABELS} VALUE */
+    for (const char *l = data; *l; l = strchr(l, '\n') + 1) {
+        if (*l != '#' && !(strncmp(l, "docpipe_", 8) == 0 && strstr(l, "{job=\"") && strchr(l, '}')))
+            fail_msg("not a Prometheus line: %.80s", l);
+        if (!strchr(l, '\n')) break;
+    }
+    free(data);
+    return v;
+}
+
+static void test_metrics_file(void **state) {
+    (void)state;
+    char d[4096], job[4400], prom[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("metrics"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && printf 'one.' > '%s/in/a.txt' && printf 'two.' > '%s/in/b.txt'",
+                            d, d, d), 0);
+    snprintf(job, sizeof(job), "%s/nightly.yaml", d);
+    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 3\n"
+                  "outputs:\n  jsonl: out/r.jsonl\n  metrics: prom/docpipe.prom\n");
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    snprintf(prom, sizeof(prom), "%s/prom/docpipe.prom", d);
+    assert_true(metric(prom, "docpipe_run_documents{job=\"nightly\",outcome=\"ok\"} ") == 2);
+    assert_true(metric(prom, "docpipe_run_exit_code{job=\"nightly\"} ") == 0);
+    assert_true(metric(prom, "docpipe_run_running{job=\"nightly\"} ") == 0);
+    assert_true(metric(prom, "docpipe_run_generated_tokens{job=\"nightly\"} ") > 0);
+    const double success = metric(prom, "docpipe_last_success_timestamp_seconds{job=\"nightly\"} ");
+    assert_true(success > 1.7e9);
+    /* a failed document: exit 3, still a success of the run */
+    assert_int_equal(e2e_sh("printf '\\000\\001' > '%s/in/c.txt'", d), 0);
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 3);
+    assert_true(metric(prom, "docpipe_run_documents{job=\"nightly\",outcome=\"failed\"} ") == 1);
+    assert_true(metric(prom, "docpipe_run_documents{job=\"nightly\",outcome=\"skipped\"} ") == 2);
+    assert_true(metric(prom, "docpipe_run_exit_code{job=\"nightly\"} ") == 3);
+    assert_true(metric(prom, "docpipe_last_success_timestamp_seconds{job=\"nightly\"} ") >= success);
+    /* refused at the start (another model than the checkpoint's): 78, the last success kept */
+    assert_int_equal(tu_run(NULL, "run '%s' -m '%s'", job, e2e_model("qwen35")), 78);
+    assert_true(metric(prom, "docpipe_run_exit_code{job=\"nightly\"} ") == 78);
+    assert_true(metric(prom, "docpipe_last_success_timestamp_seconds{job=\"nightly\"} ") >= success);
+}
+
 static void test_disk_error_then_resume(void **state) {
     (void)state;
     char d[4096];
@@ -538,6 +590,7 @@ int main(void) {
         cmocka_unit_test(test_bad_documents),
         cmocka_unit_test(test_exit_codes),
         cmocka_unit_test(test_command_line_overrides),
+        cmocka_unit_test(test_metrics_file),
         cmocka_unit_test(test_disk_error_then_resume),
         cmocka_unit_test(test_incremental_and_status),
     };
