@@ -26,7 +26,7 @@ if(NOT CMAKE_CROSSCOMPILING)
     install(FILES ${dp_gen}/_docpipe DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions)
 endif()
 
-install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES README.md LICENSE NOTICE DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs FILES_MATCHING PATTERN "*.md")
 install(DIRECTORY examples/jobs examples/docs examples/code examples/corpus examples/cluster
         DESTINATION ${CMAKE_INSTALL_DATADIR}/docpipe/examples

@@ -1,6 +1,6 @@
 /*
  * fuzz_batch_req.c - libFuzzer target: any bytes as one line of an OpenAI batch file
- * (pipeline/batch_request.c). A line is read or refused with a message naming it; never a
+ * (pipeline/input/batch_request.c). A line is read or refused with a message naming it; never a
  * crash, and a read request holds what the tokenizer and the sampler rely on.
  */
 #include <stdint.h>

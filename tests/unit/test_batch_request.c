@@ -1,5 +1,5 @@
 /*
- * test_batch_request.c - OpenAI batch request lines (pipeline/batch_request.c): what a valid
+ * test_batch_request.c - OpenAI batch request lines (pipeline/input/batch_request.c): what a valid
  * line reads as (defaults, nulls as absent, content parts, a one-prompt list), and for each way
  * a line can be wrong, a refusal that names the line and the field.
  */

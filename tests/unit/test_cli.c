@@ -207,7 +207,7 @@ static void test_help_for_every_command_lists_every_option(void **state) {
             free(out), free(out2), free(out3);
         }
         char path[1024];
-        snprintf(path, sizeof(path), "%s/pipeline/%s", DP_SOURCE_DIR, c[i].src);
+        snprintf(path, sizeof(path), "%s/pipeline/cli/%s", DP_SOURCE_DIR, c[i].src);
         char *src = NULL;
         size_t len = 0;
         dp_err err = {0};

@@ -16,7 +16,6 @@
 #include "run_internal.h"
 #include "sha256.h"
 
-const char *pl_job_rel(const pl_run *r, const char *p);
 
 /* ---- Shared helpers for the stages -------------------------------------------------------- */
 
@@ -219,7 +218,7 @@ static int open_job(pl_run *r, const char *job_path, const pl_run_opts *o) {
     job_spec *jm = &r->job;
     if (o->model) {
         char *m = strdup(o->model);
-        if (!m) return 70;
+        if (!m) return PL_EXIT_SOFTWARE;
         free(jm->model.path);
         jm->model.path = m;
         jm->model.path_line = jm->model.path_col = 0; /* messages name -m, not the job file */
@@ -274,7 +273,7 @@ static int open_job(pl_run *r, const char *job_path, const pl_run_opts *o) {
         !r->errors_path || !r->status_path || (j->outputs.metrics && !r->metrics_path)) {
         free(od);
         fprintf(stderr, "docpipe: out of memory\n");
-        return 70;
+        return PL_EXIT_SOFTWARE;
     }
     free(od);
     return pl_preflight(j, PL_PREFLIGHT_RUN, "docpipe");
@@ -313,7 +312,7 @@ static int move_aside(const char *path, const char *stamp) {
     if (!dp_path_exists(path)) return 0;
     size_t n = strlen(path) + strlen(stamp) + 8;
     char *to = malloc(n);
-    if (!to) return 70;
+    if (!to) return PL_EXIT_SOFTWARE;
     snprintf(to, n, "%s.old-%s", path, stamp);
     dp_err err = {0};
     dp_status st = dp_rename(path, to, &err);
@@ -528,7 +527,7 @@ void pl_run_init(pl_run *r) {
 
 int pl_run_job(const char *job_path, const pl_run_opts *o) {
     pl_run *r = calloc(1, sizeof(*r));
-    if (!r) return 70;
+    if (!r) return PL_EXIT_SOFTWARE;
     pl_run_init(r);
     r->retry_failed = o->retry_failed;
     int rc;
@@ -550,7 +549,7 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
         pl_queue_new(4 * seqs + 64, NULL, &r->q_done)) {
         pl_run_free(r);
         free(r);
-        return 70;
+        return PL_EXIT_SOFTWARE;
     }
     pl_progress pg;
     pl_progress_init(&pg, o->quiet, o->progress);
@@ -560,7 +559,7 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
     dp_err err = {0};
     for (; started < 4; started++)
         if (dp_thread_create(&th[started], fns[started], r, &err)) {
-            pl_run_fail(r, DP_ERROR, &err, 71);
+            pl_run_fail(r, DP_ERROR, &err, PL_EXIT_OSERR);
             break;
         }
     /* supervise until the writer (the last stage) has finished */
@@ -591,7 +590,7 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
         if (r->fail_exit == PL_EXIT_IOERR)
             fprintf(stderr, "docpipe: the checkpoint still describes the last commit; fix the cause and run the job "
                     "again to resume\n");
-        rc = r->fail_exit ? r->fail_exit : 70;
+        rc = r->fail_exit ? r->fail_exit : PL_EXIT_SOFTWARE;
     } else if (stop_seen) {
         fprintf(stderr, "docpipe: interrupted by signal %d: %llu documents committed in this run; run the job again "
                 "to resume\n", dp_stop_signal(), (unsigned long long)ran);

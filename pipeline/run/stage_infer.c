@@ -12,11 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exit_codes.h"
 #include "run_internal.h"
 #include "scheduler.h"
 
-int32_t pl_content_budget(pl_run *r, eng_tok_ws *ws, const pl_prompt_spec *spec, const pl_unit *u, int32_t *overhead,
-                          dp_err *err);
 
 typedef struct infer {
     pl_run *r;
@@ -324,7 +323,7 @@ out:
         r->n_prefix_saved = pl_sched_prefix_saved(f.s);
         dp_mutex_unlock(&r->mu);
     }
-    if (f.st) pl_run_fail(r, f.st, &f.err, 70);
+    if (f.st) pl_run_fail(r, f.st, &f.err, PL_EXIT_SOFTWARE);
     if (f.s) pl_sched_cancel_all(f.s, pl_item_free);
     for (size_t i = f.head_ready; i < f.n_ready; i++) pl_item_free(f.ready[i]);
     pl_item_free(f.waiting);

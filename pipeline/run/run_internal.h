@@ -139,6 +139,13 @@ void pl_run_fail(pl_run *r, dp_status st, const dp_err *err, int exit_code);
 /* Stop admitting work (a signal): in-flight requests are abandoned, complete documents are
  * committed. */
 void pl_run_stop(pl_run *r);
+/* Tokens a request of this document may give its content (the context less the prompt's
+ * overhead and max_tokens; < 8 when the template alone is too big); stage_chunk.c. */
+int32_t pl_content_budget(pl_run *r, eng_tok_ws *ws, const pl_prompt_spec *spec, const pl_unit *u, int32_t *overhead,
+                          dp_err *err);
+/* p relative to the job's folder when it lies inside it (as the job wrote it), else as is;
+ * stage_read.c. */
+const char *pl_job_rel(const pl_run *r, const char *p);
 /* Writes outputs.metrics (when the job has one) with the counters now; exit_code -1 while
  * the run goes on. A failure is reported once on stderr and is not an error of the run: the
  * results matter more than their monitoring. */

@@ -19,8 +19,6 @@
 #include "exit_codes.h"
 #include "run_internal.h"
 
-int32_t pl_content_budget(pl_run *r, eng_tok_ws *ws, const pl_prompt_spec *spec, const pl_unit *u, int32_t *overhead,
-                          dp_err *err);
 
 static int load(pl_run *r, const char *job_path) {
     pl_run_init(r);
@@ -52,12 +50,12 @@ static void plan_chunks(pl_run *r, pl_doc *d, plan_counts *c);
 
 /* Runs the reader stage and hands every document to fn in listing order. */
 static int each_doc(pl_run *r, doc_fn fn, void *ud) {
-    if (pl_queue_new(4, pl_doc_free, &r->q_docs)) return 70;
+    if (pl_queue_new(4, pl_doc_free, &r->q_docs)) return PL_EXIT_SOFTWARE;
     dp_thread th;
     dp_err err = {0};
     if (dp_thread_create(&th, pl_stage_read, r, &err)) {
         fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
-        return 71;
+        return PL_EXIT_OSERR;
     }
     void *p;
     while (pl_queue_pop(r->q_docs, &p) == DP_OK) {
@@ -332,7 +330,7 @@ int pl_plan_job(const char *job_path, bool bench, uint32_t shards) {
         c.manifest = json_pack("{s:[]}", "documents");
         c.shard_docs = calloc(shards, sizeof(uint64_t));
         c.shard_tokens = calloc(shards, sizeof(uint64_t));
-        if (!c.manifest || !c.shard_docs || !c.shard_tokens) rc = 70;
+        if (!c.manifest || !c.shard_docs || !c.shard_tokens) rc = PL_EXIT_SOFTWARE;
     }
     if (!rc) {
         r.tok = eng_model_get_tokenizer(r.model);
@@ -340,7 +338,7 @@ int pl_plan_job(const char *job_path, bool bench, uint32_t shards) {
         r.n_ctx = (int32_t)r.job.model.context;
         r.n_ctx_train = (int32_t)eng_model_get_info(r.model)->n_ctx_train;
         r.map_spec = (pl_prompt_spec){r.chat, r.job.prompts.system, r.job.prompts.template_, r.job.generation.thinking};
-        if (eng_tok_ws_new(&c.ws)) rc = 70;
+        if (eng_tok_ws_new(&c.ws)) rc = PL_EXIT_SOFTWARE;
     }
     if (!rc) rc = each_doc(&r, plan_doc, &c);
     eng_tok_ws_free(c.ws);

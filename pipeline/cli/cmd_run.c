@@ -11,7 +11,6 @@
 #include "help.h"
 #include "run.h"
 
-bool pl_parse_device(const char *v, int *out);
 
 int pl_cmd_run(int argc, char **argv) {
     pl_run_opts o = {.device = -1, .progress = -1};

@@ -14,6 +14,7 @@ enum {
     PL_EXIT_DATAERR = 65,    /* job file invalid */
     PL_EXIT_NOINPUT = 66,    /* no input */
     PL_EXIT_SOFTWARE = 70,   /* internal failure: out of memory, a result the engine refused */
+    PL_EXIT_OSERR = 71,      /* the system refused a thread or a process */
     PL_EXIT_CANTCREAT = 73,  /* cannot create output */
     PL_EXIT_IOERR = 74,      /* I/O error (fsync, disk full) */
     PL_EXIT_TEMPFAIL = 75,   /* interrupted or locked: run again to resume */

@@ -20,7 +20,6 @@
 #include "exit_codes.h"
 #include "platform.h"
 
-bool pl_parse_device(const char *v, int *out);
 
 int pl_cmd_bench(int argc, char **argv) {
     const char *model = NULL, *seqs_arg = "1";

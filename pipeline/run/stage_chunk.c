@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "chunker.h"
+#include "exit_codes.h"
 #include "run_internal.h"
 
 static pl_prompt_vars vars_for(const pl_run *r, const pl_unit *u, int32_t index, int32_t count) {
@@ -128,7 +129,7 @@ void *pl_stage_chunk(void *arg) {
     if (eng_tok_ws_new(&ws)) {
         dp_err err = {0};
         dp_err_set(&err, DP_ENOMEM, "chunker: out of memory");
-        pl_run_fail(r, DP_ENOMEM, &err, 70);
+        pl_run_fail(r, DP_ENOMEM, &err, PL_EXIT_SOFTWARE);
     }
     void *p;
     while (ws && pl_queue_pop(r->q_docs, &p) == DP_OK) {

@@ -33,7 +33,6 @@
 #include "scheduler.h"
 #include "utf8.h"
 
-bool pl_parse_device(const char *v, int *out);
 
 #define PIECE PL_SCHED_PIECE
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "iofault.h"
+#include "exit_codes.h"
 #include "run_internal.h"
 #include "sha256.h"
 #include "utf8.h"
@@ -311,7 +312,7 @@ void *pl_stage_read(void *arg) {
     dp_err err = {0};
     dp_status st = pl_list_inputs(&r->job, &w, &input_of, &err);
     if (st) {
-        pl_run_fail(r, st, &err, 66);
+        pl_run_fail(r, st, &err, PL_EXIT_NOINPUT);
     } else {
         dp_mutex_lock(&r->mu);
         r->n_files = w.n;

@@ -35,18 +35,6 @@ static bool parse_f(const char *opt, const char *v, float *out) {
     return true;
 }
 
-bool pl_parse_device(const char *v, int *out) {
-    if (!v) return false;
-    if (!strcmp(v, "cpu")) *out = ENG_DEVICE_CPU;
-    else if (!strcmp(v, "cuda")) *out = ENG_DEVICE_CUDA;
-    else if (!strcmp(v, "auto")) *out = ENG_DEVICE_AUTO;
-    else {
-        fprintf(stderr, "docpipe: --device must be cpu, cuda or auto (got '%s')\n", v);
-        return false;
-    }
-    return true;
-}
-
 int pl_cmd_generate(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *file = NULL, *system = NULL;
     uint32_t n_pred = 128, n_ctx = 4096, threads = 0, seed = 0xFFFFFFFFu;
