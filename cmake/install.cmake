@@ -41,7 +41,7 @@ set(CPACK_PACKAGE_DESCRIPTION "Runs local Qwen GGUF models (Qwen3.5, Qwen3, Qwen
 token-aware chunking, continuous batching on CPU and CUDA, exactly-once JSONL output with resumable runs.")
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)     # Depends: from the libraries the binary links
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "bash-completion")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "bash-completion, poppler-utils")  # pdftotext reads .pdf
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)    # docpipe_VERSION_ARCH.deb
 set(CPACK_GENERATOR DEB)
 include(CPack)

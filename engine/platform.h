@@ -168,6 +168,15 @@ void dp_crash_now(void);
 /* Sleeps for ms milliseconds. */
 void dp_sleep_ms(int ms);
 
+/* Runs a program without a shell (argv[0] looked up in PATH): stdin is in[0..in_len) (NULL:
+ * empty), stdout is collected into *out (free() it; NUL-terminated), at most max_out bytes,
+ * the last err_cap - 1 bytes of stderr go to err_tail. The program is killed after timeout_ms,
+ * or as soon as its output passes max_out. Returns DP_OK with its exit status in *exit_code
+ * (128 + the signal when killed by one); DP_ENOENT when the program does not exist,
+ * DP_ETIMEDOUT, DP_ERANGE (output too large), or the error of the system call that failed. */
+dp_status dp_process_run(const char *const *argv, const void *in, size_t in_len, int timeout_ms, size_t max_out,
+                         char **out, size_t *out_len, char *err_tail, size_t err_cap, int *exit_code, dp_err *err);
+
 /* Stop requests: SIGINT, SIGTERM and SIGUSR1 (on POSIX) each add one to a counter the program
  * polls with dp_stop_requests(). The handler only stores a number (async-signal-safe). When
  * hard_exit_code >= 0, a second SIGINT ends the process at once with that code: the on-disk

@@ -21,6 +21,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <dirent.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -572,4 +575,137 @@ void dp_path_dir(const char *path, char *out, size_t cap) {
     char *slash = strrchr(out, '/');
     if (!slash) snprintf(out, cap, ".");
     else *(slash == out ? slash + 1 : slash) = 0;
+}
+
+/* ---- Processes ---------------------------------------------------------------------------- */
+
+extern char **environ;
+
+static void close_fd(int *fd) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+}
+
+/* A pipe whose ends do not leak into other programs we start. */
+static int pipe_cloexec(int fd[2]) {
+    if (pipe(fd)) return -1;
+    fcntl(fd[0], F_SETFD, FD_CLOEXEC);
+    fcntl(fd[1], F_SETFD, FD_CLOEXEC);
+    return 0;
+}
+
+dp_status dp_process_run(const char *const *argv, const void *in, size_t in_len, int timeout_ms, size_t max_out,
+                         char **out, size_t *out_len, char *err_tail, size_t err_cap, int *exit_code, dp_err *err) {
+    *out = NULL;
+    *out_len = 0;
+    *exit_code = -1;
+    if (err_cap) err_tail[0] = 0;
+    int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
+    if (pipe_cloexec(pin) || pipe_cloexec(pout) || pipe_cloexec(perr)) {
+        dp_status st = dp_err_set(err, dp_status_from_errno(errno), "%s: pipe: %s", argv[0], strerror(errno));
+        close_fd(&pin[0]), close_fd(&pin[1]), close_fd(&pout[0]), close_fd(&pout[1]), close_fd(&perr[0]);
+        close_fd(&perr[1]);
+        return st;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, pin[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, pout[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, perr[1], 2);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close_fd(&pin[0]), close_fd(&pout[1]), close_fd(&perr[1]);
+    if (rc) {
+        close_fd(&pin[1]), close_fd(&pout[0]), close_fd(&perr[0]);
+        return dp_err_set(err, rc == ENOENT ? DP_ENOENT : dp_status_from_errno(rc), "%s: cannot run it: %s", argv[0],
+                          strerror(rc));
+    }
+    /* a program that exits before reading its input must not kill us with SIGPIPE: blocked in
+     * this thread while we write, and a pending one is taken back before unblocking */
+    sigset_t pipe_set, old_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+    fcntl(pin[1], F_SETFL, O_NONBLOCK);
+    if (!in || !in_len) close_fd(&pin[1]);
+    size_t cap = 65536, n = 0, sent = 0, tail_n = 0;
+    char *buf = malloc(cap + 1);
+    dp_status st = buf ? DP_OK : dp_err_set(err, DP_ENOMEM, "%s: out of memory", argv[0]);
+    const uint64_t deadline = dp_time_ns() + (uint64_t)timeout_ms * 1000000u;
+    while (!st && (pout[0] >= 0 || perr[0] >= 0)) {
+        struct pollfd fds[3];
+        int nf = 0, io = -1, ie = -1, ii = -1;
+        if (pout[0] >= 0) io = nf, fds[nf++] = (struct pollfd){pout[0], POLLIN, 0};
+        if (perr[0] >= 0) ie = nf, fds[nf++] = (struct pollfd){perr[0], POLLIN, 0};
+        if (pin[1] >= 0) ii = nf, fds[nf++] = (struct pollfd){pin[1], POLLOUT, 0};
+        const uint64_t now = dp_time_ns();
+        if (now >= deadline) {
+            st = dp_err_set(err, DP_ETIMEDOUT, "%s: no result after %d s (killed)", argv[0], timeout_ms / 1000);
+            break;
+        }
+        const int wait_ms = (int)((deadline - now) / 1000000u) + 1;
+        if (poll(fds, (nfds_t)nf, wait_ms) < 0) {
+            if (errno == EINTR) continue;
+            st = dp_err_set(err, dp_status_from_errno(errno), "%s: poll: %s", argv[0], strerror(errno));
+            break;
+        }
+        if (ii >= 0 && fds[ii].revents) {
+            ssize_t w = write(pin[1], (const char *)in + sent, in_len - sent);
+            if (w > 0) sent += (size_t)w;
+            if ((w < 0 && errno != EAGAIN && errno != EINTR) || sent == in_len) close_fd(&pin[1]);
+        }
+        if (io >= 0 && fds[io].revents) {
+            if (n == cap) {
+                if (cap > max_out) {
+                    st = dp_err_set(err, DP_ERANGE, "%s: its output passed %zu bytes (killed)", argv[0], max_out);
+                    break;
+                }
+                char *g = realloc(buf, 2 * cap + 1);
+                if (!g) {
+                    st = dp_err_set(err, DP_ENOMEM, "%s: out of memory", argv[0]);
+                    break;
+                }
+                buf = g, cap *= 2;
+            }
+            ssize_t r = read(pout[0], buf + n, cap - n);
+            if (r > 0) n += (size_t)r;
+            else if (r == 0 || (errno != EAGAIN && errno != EINTR)) close_fd(&pout[0]);
+            if (n > max_out) st = dp_err_set(err, DP_ERANGE, "%s: its output passed %zu bytes (killed)", argv[0], max_out);
+        }
+        if (ie >= 0 && fds[ie].revents) {
+            char tmp[4096];
+            ssize_t r = read(perr[0], tmp, sizeof(tmp));
+            if (r > 0 && err_cap > 1) { /* keep the last err_cap - 1 bytes */
+                for (ssize_t i = 0; i < r; i++) {
+                    if (tail_n == err_cap - 1) {
+                        memmove(err_tail, err_tail + 1, err_cap - 2);
+                        tail_n--;
+                    }
+                    err_tail[tail_n++] = tmp[i];
+                }
+                err_tail[tail_n] = 0;
+            } else if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+                close_fd(&perr[0]);
+            }
+        }
+    }
+    close_fd(&pin[1]), close_fd(&pout[0]), close_fd(&perr[0]);
+    if (st) kill(pid, SIGKILL);
+    int ws = 0;
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+    }
+    const struct timespec zero = {0, 0};
+    while (sigtimedwait(&pipe_set, NULL, &zero) > 0) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old_set, NULL);
+    if (st) {
+        free(buf);
+        return st;
+    }
+    *exit_code = WIFEXITED(ws) ? WEXITSTATUS(ws) : WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : -1;
+    buf[n] = 0;
+    *out = buf;
+    *out_len = n;
+    return DP_OK;
 }

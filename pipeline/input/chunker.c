@@ -19,6 +19,7 @@ enum { B_TOKEN = 0, B_SENTENCE = 1, B_LINE = 2, B_PARAGRAPH = 3 };
 
 /* The kind of boundary at byte offset p (between text[p-1] and text[p]). */
 static int boundary_kind(const char *t, size_t p) {
+    if (p >= 1 && t[p - 1] == '\f') return B_PARAGRAPH; /* a page ends (pdftotext ends each with \f) */
     if (p >= 2 && t[p - 1] == '\n' && (t[p - 2] == '\n' || (p >= 3 && t[p - 2] == '\r' && t[p - 3] == '\n')))
         return B_PARAGRAPH;
     if (p >= 1 && t[p - 1] == '\n') return B_LINE;

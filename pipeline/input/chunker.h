@@ -1,6 +1,6 @@
 /*
  * chunker.h - cuts a document into pieces whose token count fits a budget, at the most natural
- * boundary available: a paragraph break, else a line break, else the end of a sentence
+ * boundary available: a paragraph break or the end of a page (a form feed), else a line break, else the end of a sentence
  * (. ! ? and 。！？ with their full-width kin), else any token boundary; consecutive chunks
  * share `overlap` tokens.
  *

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "dynbuf.h"
+#include "platform.h"
 #include "utf8.h"
 
 const char *pl_doc_error_code(pl_doc_error e) {
@@ -54,7 +55,7 @@ static const char *const k_html_ext[] = {"html", "htm", "xhtml", NULL};
 int pl_extract_supported(const char *name) {
     const char *e = ext_of(name);
     return ext_is(e, k_text_ext) || ext_is(e, k_html_ext) ||
-           ext_is(e, (const char *const[]){"gz", "docx", "jsonl", NULL});
+           ext_is(e, (const char *const[]){"gz", "docx", "jsonl", "pdf", NULL});
 }
 
 /* Raw bytes -> valid UTF-8 (BOMs, UTF-16, repair). */
@@ -392,6 +393,44 @@ pl_doc_error pl_extract_jsonl_line(const char *line, size_t len, const char *fie
     return rc;
 }
 
+/* A PDF's text layer through pdftotext. The document's bytes go to its stdin (the file is not
+ * opened again by name, so what was read is what is converted); without poppler-utils the
+ * document is unsupported_format with the package to install. */
+static pl_doc_error pdf_text(const uint8_t *data, size_t len, size_t max, pl_doc_text *out, dp_err *err) {
+    const char *argv[] = {"pdftotext", "-layout", "-enc", "UTF-8", "-", "-", NULL};
+    char *text = NULL, tail[512];
+    size_t n = 0;
+    int code = 0;
+    dp_status st = dp_process_run(argv, data, len, 120000, max, &text, &n, tail, sizeof(tail), &code, err);
+    if (st == DP_ENOENT) {
+        dp_err_set(err, DP_EUNSUPPORTED, "reading .pdf files needs pdftotext (apt-get install poppler-utils)");
+        return PL_DOC_UNSUPPORTED;
+    }
+    if (st == DP_ERANGE) return PL_DOC_TOO_LARGE;
+    if (st) return PL_DOC_UNREADABLE;
+    if (code != 0) {
+        free(text);
+        char *nl;
+        while ((nl = strrchr(tail, '\n')) && !nl[1]) *nl = 0; /* the last line says why */
+        nl = strrchr(tail, '\n');
+        dp_err_set(err, DP_EFORMAT, "pdftotext exit %d: %s", code, nl ? nl + 1 : tail[0] ? tail : "no message");
+        return PL_DOC_UNREADABLE;
+    }
+    size_t bad = 0;
+    uint8_t *fixed = malloc(3 * n + 1);
+    if (!fixed) {
+        free(text);
+        return PL_DOC_UNREADABLE;
+    }
+    out->len = dp_utf8_repair((const uint8_t *)text, n, fixed, &bad);
+    fixed[out->len] = 0;
+    free(text);
+    if (memchr(fixed, 0, out->len)) out->len = strlen((char *)fixed); /* (a NUL never reaches a prompt) */
+    out->text = (char *)fixed;
+    out->n_replaced = bad;
+    return PL_DOC_OK;
+}
+
 pl_doc_error pl_extract_text(const char *name, const uint8_t *data, size_t len, size_t max, pl_doc_text *out,
                              dp_err *err) {
     memset(out, 0, sizeof(*out));
@@ -440,6 +479,12 @@ pl_doc_error pl_extract_text(const char *name, const uint8_t *data, size_t len, 
         data = raw.data ? raw.data : (const uint8_t *)"";
         len = raw.len;
         fmt_prefix = "gz+";
+    }
+    if (ext_is(e, (const char *const[]){"pdf", NULL})) {
+        pl_doc_error r = pdf_text(data, len, max, out, err);
+        dp_buf_free(&raw);
+        out->format = fmt_prefix[0] ? "gz+pdf" : "pdf";
+        return r;
     }
     const int html = ext_is(e, k_html_ext);
     if (!html && !ext_is(e, k_text_ext)) {

@@ -6,6 +6,8 @@
  *   .html .htm    tags, scripts and styles dropped, entities decoded, block elements -> line breaks
  *   .gz           zlib, every member of a multi-member file, then by the inner name's extension
  *   .docx         the text of word/document.xml (zip + deflate), one line per paragraph
+ *   .pdf          the text layer, by poppler's pdftotext (-layout, UTF-8; the bytes on its stdin,
+ *                 no shell, 120 s and the size limit): pages end with a form feed (\f)
  *   .jsonl        not here: each line is a document of its own, see pl_extract_jsonl_line
  *
  * Invalid UTF-8 becomes U+FFFD (counted); NUL bytes in a text document mean binary_file;

@@ -61,6 +61,13 @@ static json_t *meta(const pl_run *r, const pl_unit *u, const pl_result *res) {
         json_object_set_new(m, "stage", json_string(res->level ? "reduce" : per_chunk ? "chunk" : "map"));
         if (res->level) json_object_set_new(m, "reduce_level", json_integer(res->level));
         if (!per_chunk) json_object_set_new(m, "final", json_boolean(res->final));
+        /* a paged document (PDF): the pages this record read; a reduce step read them all */
+        const int32_t pf = res->level ? 1 : res->page_first, pl = res->level ? u->n_pages : res->page_last;
+        if (u->n_pages && pf > 0) {
+            json_object_set_new(m, "page_start", json_integer(pf));
+            json_object_set_new(m, "page_end", json_integer(pl));
+        }
+        if (u->n_pages) json_object_set_new(m, "pages", json_integer(u->n_pages));
     } else {
         json_object_set_new(m, "stage", json_string(u->err_stage ? u->err_stage : "read"));
     }

@@ -33,6 +33,7 @@ typedef struct pl_result {
     int32_t index;              /* chunk index (map, per-chunk) or group index (reduce), 0-based */
     int32_t count;              /* chunks (or groups) at this level */
     int32_t level;              /* 0 = map / chunk, 1.. = reduce level */
+    int32_t page_first, page_last; /* pages of a paged document (PDF) this request read; 0: not paged */
     bool final;                 /* the document's combined answer (map-reduce) */
     int32_t n_prompt, n_gen;
     const char *finish;
@@ -59,6 +60,7 @@ typedef struct pl_unit {
     const char *err_stage;      /* "read" or "chunk" */
     const char *format;
     size_t n_replaced;
+    int32_t n_pages;            /* pages of a paged document (PDF), 0 otherwise */
     uint64_t t_read_ns;
     /* owned by the inference stage until the unit is complete */
     int32_t n_chunks, n_done;
@@ -78,6 +80,7 @@ typedef struct pl_item {
     pl_unit *u;
     eng_tokens prompt;
     int32_t index, count, level;
+    int32_t page_first, page_last; /* see pl_result */
     const char *err_code;       /* a request that cannot run (its error is recorded) */
     char *err_msg;
     uint64_t t_queued;

@@ -49,6 +49,16 @@ static bool push_item(pl_run *r, pl_item *it) {
     return true;
 }
 
+/* A document whose text marks page ends with form feeds (pdftotext's output). */
+static bool paged(const pl_unit *u) { return u->format && strstr(u->format, "pdf"); }
+
+/* The 1-based page of byte `at` of a paged text: one more than the form feeds before it. */
+static int32_t page_at(const char *text, size_t at) {
+    int32_t p = 1;
+    for (size_t i = 0; i < at; i++) p += text[i] == '\f';
+    return p;
+}
+
 /* false: stop (the run is stopping or failed) */
 static bool chunk_doc(pl_run *r, eng_tok_ws *ws, pl_doc *d) {
     pl_unit *u = d->u;
@@ -56,7 +66,9 @@ static bool chunk_doc(pl_run *r, eng_tok_ws *ws, pl_doc *d) {
     if (!u->skipped && !u->err_code) {
         size_t i = 0;
         while (i < d->text.len && strchr(" \t\r\n\f\v", d->text.text[i])) i++;
-        if (i == d->text.len) doc_fail(u, "empty_document", "the document has no text");
+        if (i == d->text.len)
+            doc_fail(u, "empty_document", paged(u) ? "the PDF has no text layer (scanned pages?): it needs OCR "
+                     "first, e.g. ocrmypdf, which adds one" : "the document has no text");
     }
     if (u->skipped || u->err_code) {
         pl_item *it = calloc(1, sizeof(*it));
@@ -95,6 +107,11 @@ static bool chunk_doc(pl_run *r, eng_tok_ws *ws, pl_doc *d) {
     }
     /* set before the first request leaves: the inference stage counts against it */
     u->n_chunks = (int32_t)ch.n;
+    if (paged(u)) { /* pages end with \f: a trailing one does not start another page */
+        size_t end = d->text.len;
+        while (end && strchr(" \t\r\n\f\v", d->text.text[end - 1])) end--;
+        u->n_pages = page_at(d->text.text, end);
+    }
     bool ok = true;
     for (size_t k = 0; k < ch.n && ok; k++) {
         pl_item *it = calloc(1, sizeof(*it));
@@ -105,6 +122,13 @@ static bool chunk_doc(pl_run *r, eng_tok_ws *ws, pl_doc *d) {
         it->u = u;
         it->index = (int32_t)k;
         it->count = (int32_t)ch.n;
+        if (u->n_pages) {
+            const pl_chunk *pc = &ch.v[k];
+            size_t last = pc->end;
+            while (last > pc->start && strchr(" \t\r\n\f\v", d->text.text[last - 1])) last--;
+            it->page_first = page_at(d->text.text, pc->start);
+            it->page_last = page_at(d->text.text, last > pc->start ? last - 1 : pc->start);
+        }
         pl_prompt_vars v = vars_for(r, u, (int32_t)k + 1, (int32_t)ch.n);
         const pl_chunk *c = &ch.v[k];
         dp_status st = pl_prompt_tokens(r->tok, ws, &r->map_spec, &v, d->text.text + c->start, c->end - c->start,

@@ -397,6 +397,99 @@ static void test_metrics_file(void **state) {
     assert_true(metric(prom, "docpipe_last_success_timestamp_seconds{job=\"nightly\"} ") >= success);
 }
 
+/* A PDF of one text line per page (an empty string: a page without text, as a scan has). */
+static void write_pdf(const char *path, const char *const *pages, int n) {
+    char body[8192], obj[1024];
+    size_t len = 0, offs[32];
+    int k = 0;
+#define ADD(...) (snprintf(obj, sizeof(obj), __VA_ARGS__), offs[k++] = len, \
+                  len += (size_t)snprintf(body + len, sizeof(body) - len, "%d 0 obj\n%s\nendobj\n", k, obj))
+    len = (size_t)snprintf(body, sizeof(body), "%%PDF-1.4\n");
+    char kids[256] = "";
+    for (int i = 0; i < n; i++) snprintf(kids + strlen(kids), sizeof(kids) - strlen(kids), "%d 0 R ", 4 + 2 * i);
+    ADD("<< /Type /Catalog /Pages 2 0 R >>");
+    ADD("<< /Type /Pages /Kids [%s] /Count %d >>", kids, n);
+    ADD("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>");
+    for (int i = 0; i < n; i++) {
+        char stream[256] = "";
+        if (pages[i][0]) snprintf(stream, sizeof(stream), "BT /F1 12 Tf 20 150 Td (%s) Tj ET", pages[i]);
+        ADD("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 200] /Resources << /Font << /F1 3 0 R >> >> "
+            "/Contents %d 0 R >>", 5 + 2 * i);
+        ADD("<< /Length %zu >>\nstream\n%s\nendstream", strlen(stream), stream);
+    }
+#undef ADD
+    const size_t xref = len;
+    len += (size_t)snprintf(body + len, sizeof(body) - len, "xref\n0 %d\n0000000000 65535 f \n", k + 1);
+    for (int i = 0; i < k; i++) len += (size_t)snprintf(body + len, sizeof(body) - len, "%010zu 00000 n \n", offs[i]);
+    len += (size_t)snprintf(body + len, sizeof(body) - len, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%zu\n"
+                            "%%%%EOF\n", k + 1, xref);
+    tu_write_file(path, body, len);
+}
+
+/* .pdf through pdftotext: per-chunk records carry their pages, a chunk stops at a page end, a
+ * scan without text says OCR, a broken file says what pdftotext said. */
+static void test_pdf_documents(void **state) {
+    (void)state;
+    if (e2e_sh("command -v pdftotext >/dev/null 2>&1") != 0) {
+        print_message("[  SKIPPED ] pdftotext is not installed (apt-get install poppler-utils)\n");
+        skip();
+    }
+    char d[4096], job[4400], path[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("pdf"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && printf 'not a pdf at all' > '%s/in/broken.pdf'", d, d), 0);
+    const char *three[] = {"First page of the quarterly report, about revenue and costs.",
+                           "Second page, the middle part, about the people and the plans.",
+                           "Third and last page, with the outlook for the next year."};
+    const char *scan[] = {"", ""};
+    snprintf(path, sizeof(path), "%s/in/report.pdf", d);
+    write_pdf(path, three, 3);
+    snprintf(path, sizeof(path), "%s/in/scan.pdf", d);
+    write_pdf(path, scan, 2);
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 2\n"
+                  "chunking:\n  mode: per-chunk\n  max_tokens: 40\n  overlap: 0\noutputs:\n  jsonl: out/r.jsonl\n");
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 3);
+    char res[4400], errs[4400];
+    snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
+    snprintf(errs, sizeof(errs), "%s/out/errors.jsonl", d);
+    json_t *r = e2e_load_records(res, NULL), *e = e2e_load_records(errs, NULL);
+    const char *cid;
+    json_t *o;
+    /* chunks in order: each starts on the page after the one the previous ended on (a chunk
+     * stops at a page end rather than inside a page), and together they cover pages 1..3 */
+    json_int_t starts[16] = {0}, ends[16] = {0};
+    size_t nch = 0;
+    json_object_foreach(r, cid, o) {
+        json_t *m = json_object_get(o, "meta");
+        assert_string_equal(json_string_value(json_object_get(m, "input_format")), "pdf");
+        assert_int_equal(json_integer_value(json_object_get(m, "pages")), 3);
+        const json_int_t k = json_integer_value(json_object_get(m, "chunk_index"));
+        assert_true(k >= 0 && k < 16);
+        starts[k] = json_integer_value(json_object_get(m, "page_start"));
+        ends[k] = json_integer_value(json_object_get(m, "page_end"));
+        nch++;
+    }
+    assert_true(nch >= 2);
+    assert_int_equal(starts[0], 1);
+    assert_int_equal(ends[nch - 1], 3);
+    for (size_t k = 0; k < nch; k++) {
+        if (starts[k] > ends[k] || (k && starts[k] != ends[k - 1] + 1))
+            fail_msg("chunk %zu covers pages %lld-%lld after %lld", k, (long long)starts[k], (long long)ends[k],
+                     (long long)(k ? ends[k - 1] : 0));
+    }
+    int found = 0;
+    json_object_foreach(e, cid, o) {
+        const char *sp = json_string_value(json_object_get(json_object_get(o, "meta"), "source_path"));
+        const char *code = json_string_value(json_object_get(json_object_get(o, "error"), "code"));
+        const char *msg = json_string_value(json_object_get(json_object_get(o, "error"), "message"));
+        if (!strcmp(sp, "in/scan.pdf")) found += !strcmp(code, "empty_document") && strstr(msg, "OCR");
+        if (!strcmp(sp, "in/broken.pdf")) found += !strcmp(code, "input_unreadable") && strstr(msg, "pdftotext");
+    }
+    assert_int_equal(found, 2);
+    json_decref(r);
+    json_decref(e);
+}
+
 static void test_disk_error_then_resume(void **state) {
     (void)state;
     char d[4096];
@@ -591,6 +684,7 @@ int main(void) {
         cmocka_unit_test(test_exit_codes),
         cmocka_unit_test(test_command_line_overrides),
         cmocka_unit_test(test_metrics_file),
+        cmocka_unit_test(test_pdf_documents),
         cmocka_unit_test(test_disk_error_then_resume),
         cmocka_unit_test(test_incremental_and_status),
     };
