@@ -13,6 +13,7 @@
 #include "exit_codes.h"
 #include "help.h"
 #include "log.h"
+#include "say.h"
 
 #include "engine.h"
 #ifdef DP_HAVE_CUDA
@@ -59,7 +60,8 @@ static void usage(FILE *f) {
             "  version                                         print the version\n"
             "  help COMMAND                                    a command's usage and every option (or COMMAND --help)\n"
             "\n"
-            "global options (before the command): -v (info logs), -vv (debug logs), -q (errors only)\n");
+            "global options (before the command): -v (info logs), -vv (debug logs), -q (errors only),\n"
+            "  --log-format text|json (run's messages, progress and summary as JSON lines)\n");
 }
 
 typedef struct command {
@@ -100,6 +102,14 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "-v")) dp_log_set_level(DP_LOG_LEVEL_INFO);
         else if (!strcmp(argv[i], "-vv")) dp_log_set_level(DP_LOG_LEVEL_DEBUG);
         else if (!strcmp(argv[i], "-q")) dp_log_set_level(DP_LOG_LEVEL_ERROR);
+        else if (!strcmp(argv[i], "--log-format") || !strncmp(argv[i], "--log-format=", 13)) {
+            const char *v = argv[i][12] == '=' ? argv[i] + 13 : i + 1 < argc ? argv[++i] : "";
+            if (strcmp(v, "json") && strcmp(v, "text")) {
+                fprintf(stderr, "docpipe: --log-format is text or json (got '%s')\n", v);
+                return PL_EXIT_USAGE;
+            }
+            pl_say_json(!strcmp(v, "json"));
+        }
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return PL_EXIT_OK;

@@ -16,6 +16,7 @@
 
 #include "exit_codes.h"
 #include "run.h"
+#include "say.h"
 #include "sink.h"
 #include "job.h"
 #include "platform.h"

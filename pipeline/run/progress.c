@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "platform.h"
+#include "say.h"
 
 void pl_progress_init(pl_progress *p, bool quiet, int mode) {
     memset(p, 0, sizeof(*p));
@@ -24,7 +25,7 @@ static void clear_line(pl_progress *p) {
 
 void pl_progress_message(pl_progress *p, const char *msg) {
     clear_line(p);
-    fprintf(stderr, "docpipe: %s\n", msg);
+    pl_say(PL_SAY_INFO, "note", NULL, "%s", msg);
 }
 
 void pl_progress_update(pl_progress *p, const pl_progress_snapshot *s, bool final) {
@@ -64,7 +65,12 @@ void pl_progress_update(pl_progress *p, const pl_progress_snapshot *s, bool fina
             p->last_len = 0;
         }
     } else {
-        fprintf(stderr, "docpipe: %s\n", line);
+        pl_say(PL_SAY_INFO, "progress",
+               json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:s}", "documents_done", (json_int_t)s->docs_done,
+                         "documents_total", (json_int_t)total, "skipped", (json_int_t)s->docs_skipped, "failed",
+                         (json_int_t)s->docs_failed, "requests", (json_int_t)s->requests_done, "tokens_per_second",
+                         (double)(int64_t)(p->rate * 10) / 10, "elapsed_seconds", (double)(int64_t)(el * 10) / 10, "eta", final ? "0:00:00" : eta),
+               "%s", line);
     }
     fflush(stderr);
 }

@@ -14,6 +14,7 @@
 #include "progress.h"
 #include "rng.h"
 #include "run_internal.h"
+#include "say.h"
 #include "sha256.h"
 
 
@@ -173,7 +174,7 @@ static int resolve_shard(pl_run *r, const pl_run_opts *o) {
     dp_status st = mp ? pl_manifest_shards(mp, &mn, &err) : DP_ENOMEM;
     free(mp);
     if (st && st != DP_ENOENT) {
-        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
         return PL_EXIT_DATAERR;
     }
     const char *sid = getenv("SLURM_ARRAY_TASK_ID"), *scnt = getenv("SLURM_ARRAY_TASK_COUNT");
@@ -186,20 +187,20 @@ static int resolve_shard(pl_run *r, const pl_run_opts *o) {
         i = (uint32_t)atol(jci), n = o->shards ? o->shards : mn;
         from = "JOB_COMPLETION_INDEX";
         if (!n) {
-            fprintf(stderr, "docpipe: JOB_COMPLETION_INDEX is set but the number of shards is unknown: pass "
-                    "--shards N or run docpipe plan %s --shards N first\n", r->job.file);
+            pl_say(PL_SAY_ERROR, "error", NULL, "JOB_COMPLETION_INDEX is set but the number of shards is unknown: pass "
+                    "--shards N or run docpipe plan %s --shards N first", r->job.file);
             return PL_EXIT_USAGE;
         }
     }
     if (!n) return 0;
     if (i >= n) {
-        fprintf(stderr, "docpipe: %s gives shard %u of %u (shards are numbered 0..%u)\n", from, i, n, n - 1);
+        pl_say(PL_SAY_ERROR, "error", NULL, "%s gives shard %u of %u (shards are numbered 0..%u)", from, i, n, n - 1);
         return PL_EXIT_USAGE;
     }
     if (mn != n) {
-        if (!mn) fprintf(stderr, "docpipe: shard %u/%u: %s/manifest.json is missing; run docpipe plan %s --shards %u "
-                         "first (merge checks the shards against it)\n", i, n, r->job.state_dir, r->job.file, n);
-        else fprintf(stderr, "docpipe: shard %u/%u: the manifest in %s has %u shards\n", i, n, r->job.state_dir, mn);
+        if (!mn) pl_say(PL_SAY_ERROR, "error", NULL, "shard %u/%u: %s/manifest.json is missing; run docpipe plan %s --shards %u "
+                         "first (merge checks the shards against it)", i, n, r->job.state_dir, r->job.file, n);
+        else pl_say(PL_SAY_ERROR, "error", NULL, "shard %u/%u: the manifest in %s has %u shards", i, n, r->job.state_dir, mn);
         return PL_EXIT_CONFIG;
     }
     r->shard_i = i, r->shard_n = n;
@@ -211,7 +212,7 @@ static int open_job(pl_run *r, const char *job_path, const pl_run_opts *o) {
     dp_err err = {0};
     dp_status st = job_load(job_path, &r->job, &err);
     if (st) {
-        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
         return st == DP_ENOENT || st == DP_EACCES ? PL_EXIT_NOINPUT : PL_EXIT_DATAERR;
     }
     /* command-line overrides of the job's model section (-m, -t, -c) */
@@ -226,7 +227,7 @@ static int open_job(pl_run *r, const char *job_path, const pl_run_opts *o) {
     if (o->threads) jm->model.threads = o->threads;
     if (o->context) {
         if ((int64_t)o->context <= jm->generation.max_tokens) {
-            fprintf(stderr, "docpipe: -c %u leaves no room for the prompt: generation.max_tokens is %lld\n",
+            pl_say(PL_SAY_ERROR, "error", NULL, "-c %u leaves no room for the prompt: generation.max_tokens is %lld",
                     o->context, (long long)jm->generation.max_tokens);
             return PL_EXIT_USAGE;
         }
@@ -272,7 +273,7 @@ static int open_job(pl_run *r, const char *job_path, const pl_run_opts *o) {
     if (!r->state_dir || !r->checkpoint_path || !r->ledger_path || !r->lock_path || !r->results_path ||
         !r->errors_path || !r->status_path || (j->outputs.metrics && !r->metrics_path)) {
         free(od);
-        fprintf(stderr, "docpipe: out of memory\n");
+        pl_say(PL_SAY_ERROR, "error", NULL, "out of memory");
         return PL_EXIT_SOFTWARE;
     }
     free(od);
@@ -284,7 +285,7 @@ static int lock_job(pl_run *r) {
     dp_err err = {0};
     dp_status st = dp_mkdir_p(r->state_dir, &err);
     if (st) {
-        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
         return pl_exit_for_write(st);
     }
     st = dp_lock_acquire(&r->lock, r->lock_path, &err);
@@ -293,12 +294,12 @@ static int lock_job(pl_run *r) {
         dp_lock_read_note(r->lock_path, note, sizeof(note));
         char *nl = strchr(note, '\n');
         if (nl) *nl = 0;
-        fprintf(stderr, "docpipe: job %s is already running (%s; lock %s); try again when it has finished\n",
+        pl_say(PL_SAY_ERROR, "error", NULL, "job %s is already running (%s; lock %s); try again when it has finished",
                 r->job.file, note[0] ? note : "pid unknown", r->lock_path);
         return PL_EXIT_TEMPFAIL;
     }
     if (st) {
-        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
         return pl_exit_for_write(st);
     }
     char note[64];
@@ -316,8 +317,8 @@ static int move_aside(const char *path, const char *stamp) {
     snprintf(to, n, "%s.old-%s", path, stamp);
     dp_err err = {0};
     dp_status st = dp_rename(path, to, &err);
-    if (!st) fprintf(stderr, "docpipe: --restart: moved %s to %s\n", path, to);
-    else fprintf(stderr, "docpipe: --restart: %s\n", dp_err_msg(&err));
+    if (!st) pl_say(PL_SAY_INFO, "restart", NULL, "--restart: moved %s to %s", path, to);
+    else pl_say(PL_SAY_ERROR, "error", NULL, "--restart: %s", dp_err_msg(&err));
     free(to);
     return st ? PL_EXIT_IOERR : 0;
 }
@@ -341,7 +342,7 @@ static int restart(pl_run *r) {
     dirs[1] = od;
     for (int i = 0; i < 2; i++)
         if (dirs[i] && dp_dir_sync(dirs[i], &err)) {
-            fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+            pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
             free(od);
             return PL_EXIT_IOERR;
         }
@@ -361,11 +362,11 @@ static int open_state(pl_run *r, bool restart_requested) {
     dp_err err = {0};
     const job_spec *j = &r->job;
     if (pl_model_sha256(j->model.path, r->state_dir, r->fp.model, &err)) {
-        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
         return PL_EXIT_CONFIG;
     }
     if (j->model.sha256 && strcmp(j->model.sha256, r->fp.model)) {
-        fprintf(stderr, "docpipe: %s: model.sha256 is %s but %s has sha256 %s\n", j->file, j->model.sha256,
+        pl_say(PL_SAY_ERROR, "error", NULL, "%s: model.sha256 is %s but %s has sha256 %s", j->file, j->model.sha256,
                 j->model.path, r->fp.model);
         return PL_EXIT_CONFIG;
     }
@@ -376,7 +377,7 @@ static int open_state(pl_run *r, bool restart_requested) {
     if (restart_requested && (rc = restart(r))) return rc;
     dp_status st = pl_checkpoint_read(r->checkpoint_path, &r->ck, &err);
     if (st && st != DP_ENOENT) {
-        fprintf(stderr, "docpipe: %s (outputs untouched; move the state folder aside or run with --restart)\n",
+        pl_say(PL_SAY_ERROR, "error", NULL, "%s (outputs untouched; move the state folder aside or run with --restart)",
                 dp_err_msg(&err));
         return st == DP_EFORMAT ? PL_EXIT_DATAERR : PL_EXIT_IOERR;
     }
@@ -396,8 +397,8 @@ static int open_state(pl_run *r, bool restart_requested) {
         for (int i = 0; i < 2; i++) {
             const char *p = i ? r->errors_path : r->results_path;
             if (dp_path_exists(p)) {
-                fprintf(stderr, "docpipe: %s already exists and no checkpoint in %s owns it; move it away, choose "
-                        "another outputs.jsonl, or run with --restart (which moves it aside)\n", p, r->state_dir);
+                pl_say(PL_SAY_ERROR, "error", NULL, "%s already exists and no checkpoint in %s owns it; move it away, choose "
+                        "another outputs.jsonl, or run with --restart (which moves it aside)", p, r->state_dir);
                 return PL_EXIT_CANTCREAT;
             }
         }
@@ -406,26 +407,26 @@ static int open_state(pl_run *r, bool restart_requested) {
         free(od);
         if (!st) st = pl_checkpoint_write(r->checkpoint_path, &r->ck, &err);
         if (st) {
-            fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+            pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
             return pl_exit_for_write(st);
         }
         if ((st = pl_sink_open(&r->results, r->results_path, j->outputs.gzip, true, 0, NULL, &err)) ||
             (st = pl_sink_open(&r->errors, r->errors_path, false, true, 0, NULL, &err)) ||
             (st = pl_sink_open(&r->ledger_sink, r->ledger_path, false, false, 0, NULL, &err))) {
-            fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+            pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
             return pl_exit_for_write(st);
         }
     } else {
         const char *what = changed(&r->ck.fp, &r->fp);
         if (what) {
-            fprintf(stderr, "docpipe: %s changed since the checkpoint in %s: results made with the old one would "
+            pl_say(PL_SAY_ERROR, "error", NULL, "%s changed since the checkpoint in %s: results made with the old one would "
                     "mix with new ones. Run with --restart to start over (old outputs are moved aside, not "
-                    "deleted), or undo the change\n", what, r->checkpoint_path);
+                    "deleted), or undo the change", what, r->checkpoint_path);
             return PL_EXIT_CONFIG;
         }
         if (strcmp(r->ck.results_path, res_rel) || strcmp(r->ck.errors_path, err_rel) || r->ck.gzip != j->outputs.gzip) {
-            fprintf(stderr, "docpipe: the outputs changed since the checkpoint in %s (it wrote %s); run with "
-                    "--restart to start over, or undo the change\n", r->checkpoint_path, r->ck.results_path);
+            pl_say(PL_SAY_ERROR, "error", NULL, "the outputs changed since the checkpoint in %s (it wrote %s); run with "
+                    "--restart to start over, or undo the change", r->checkpoint_path, r->ck.results_path);
             return PL_EXIT_CONFIG;
         }
         /* resume: check every sink against its hash, then cut it back to what the checkpoint covers */
@@ -435,12 +436,12 @@ static int open_state(pl_run *r, bool restart_requested) {
                                &err)) ||
             (st = pl_sink_open(&r->ledger_sink, r->ledger_path, false, false, r->ck.ledger_bytes, r->ck.ledger_sha256,
                                &err))) {
-            fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+            pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
             return st == DP_EFORMAT ? PL_EXIT_DATAERR : pl_exit_for_write(st);
         }
     }
     if ((st = pl_ledger_load(r->ledger_path, r->ck.ledger_bytes, r->ck.ledger_sha256, &r->ledger, &err))) {
-        fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
+        pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
         return st == DP_EFORMAT ? PL_EXIT_DATAERR : PL_EXIT_IOERR;
     }
     r->ck.runs++;
@@ -453,9 +454,9 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     const job_spec *j = &r->job;
     if (eng_model_load(j->model.path, &r->model, &err)) {
         if (j->model.path_line)
-            fprintf(stderr, "docpipe: %s:%d:%d: model.path: %s\n", j->file, j->model.path_line, j->model.path_col,
+            pl_say(PL_SAY_ERROR, "error", NULL, "%s:%d:%d: model.path: %s", j->file, j->model.path_line, j->model.path_col,
                     dp_err_msg(&err));
-        else fprintf(stderr, "docpipe: -m: %s\n", dp_err_msg(&err));
+        else pl_say(PL_SAY_ERROR, "error", NULL, "-m: %s", dp_err_msg(&err));
         return PL_EXIT_CONFIG;
     }
     r->tok = eng_model_get_tokenizer(r->model);
@@ -475,7 +476,7 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     cp.n_ubatch = ub > 2048 ? 2048 : ub < 256 ? 256 : ub;
     r->n_ubatch = (int32_t)cp.n_ubatch;
     if (eng_context_fit_budget(r->model, &cp, o->mem, &err) || eng_context_new(r->model, &cp, &r->ctx, &err)) {
-        fprintf(stderr, "docpipe: %s: %s\n", j->file, dp_err_msg(&err));
+        pl_say(PL_SAY_ERROR, "error", NULL, "%s: %s", j->file, dp_err_msg(&err));
         return PL_EXIT_CONFIG;
     }
     r->map_spec = (pl_prompt_spec){r->chat, j->prompts.system, j->prompts.template_, j->generation.thinking};
@@ -510,7 +511,7 @@ void pl_run_metrics(pl_run *r, int exit_code) {
     if (!st) st = pl_metrics_write(r->metrics_path, &m, &err);
     if (st && !r->metrics_warned) {
         r->metrics_warned = true;
-        fprintf(stderr, "docpipe: warning: outputs.metrics not written (the run goes on): %s\n", dp_err_msg(&err));
+        pl_say(PL_SAY_WARN, "warning", NULL, "outputs.metrics not written (the run goes on): %s", dp_err_msg(&err));
     }
 }
 
@@ -586,18 +587,18 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
     const double secs = (double)(dp_time_ns() - r->t0) / 1e9;
     const uint64_t ran = r->n_docs_done - r->n_docs_skipped;
     if (r->fail_status) {
-        fprintf(stderr, "docpipe: error: %s\n", dp_err_msg(&r->fail_err));
+        pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&r->fail_err));
         if (r->fail_exit == PL_EXIT_IOERR)
-            fprintf(stderr, "docpipe: the checkpoint still describes the last commit; fix the cause and run the job "
-                    "again to resume\n");
+            pl_say(PL_SAY_INFO, "resume_hint", NULL, "the checkpoint still describes the last commit; fix the cause and run the job "
+                    "again to resume");
         rc = r->fail_exit ? r->fail_exit : PL_EXIT_SOFTWARE;
     } else if (stop_seen) {
-        fprintf(stderr, "docpipe: interrupted by signal %d: %llu documents committed in this run; run the job again "
-                "to resume\n", dp_stop_signal(), (unsigned long long)ran);
+        pl_say(PL_SAY_WARN, "interrupted", NULL, "interrupted by signal %d: %llu documents committed in this run; run the job again "
+                "to resume", dp_stop_signal(), (unsigned long long)ran);
         rc = PL_EXIT_TEMPFAIL;
     } else if (r->n_files == 0) {
-        fprintf(stderr, "docpipe: no input documents: the input folders have no file matching the include and "
-                "exclude globs\n");
+        pl_say(PL_SAY_ERROR, "error", NULL, "no input documents: the input folders have no file matching the include and "
+                "exclude globs");
         rc = PL_EXIT_NOINPUT;
     } else {
         /* a document that failed in an earlier run (and did not change) still counts: a resumed run
@@ -605,16 +606,26 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
         rc = r->n_docs_failed || r->n_failed_before ? PL_EXIT_PARTIAL : PL_EXIT_OK;
     }
     if (!o->quiet || rc)
-        fprintf(stderr, "docpipe: %llu documents in %.1f s: %llu done (%llu results), %llu failed (see %s), %llu "
+        pl_say(rc == PL_EXIT_OK ? PL_SAY_INFO : rc == PL_EXIT_PARTIAL || rc == PL_EXIT_TEMPFAIL ? PL_SAY_WARN
+                                                                                              : PL_SAY_ERROR,
+               "summary",
+               json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:s, s:i}", "documents",
+                         (json_int_t)r->n_docs_done, "done", (json_int_t)(ran - r->n_docs_failed), "results",
+                         (json_int_t)r->n_records, "failed", (json_int_t)r->n_docs_failed, "skipped",
+                         (json_int_t)r->n_docs_skipped, "failed_before", (json_int_t)r->n_failed_before,
+                         "prompt_tokens", (json_int_t)r->n_prompt_tokens, "generated_tokens",
+                         (json_int_t)r->n_gen_tokens, "seconds", (double)(int64_t)(secs * 10) / 10, "results_file", r->results_path,
+                         "errors_file", r->errors_path, "exit_code", rc),
+               "%llu documents in %.1f s: %llu done (%llu results), %llu failed (see %s), %llu "
                 "skipped (unchanged since an earlier run, %llu of them failed there); %llu tokens generated (%.1f "
-                "tok/s); results in %s\n",
+                "tok/s); results in %s",
                 (unsigned long long)r->n_docs_done, secs, (unsigned long long)(ran - r->n_docs_failed),
                 (unsigned long long)r->n_records, (unsigned long long)r->n_docs_failed, r->errors_path,
                 (unsigned long long)r->n_docs_skipped, (unsigned long long)r->n_failed_before,
                 (unsigned long long)r->n_gen_tokens,
                 secs > 0 ? (double)r->n_gen_tokens / secs : 0.0, r->results_path);
     if (!o->quiet && r->n_prefix_tokens)
-        fprintf(stderr, "docpipe: shared prompt head of %llu tokens computed once: %llu prompt tokens not recomputed\n",
+        pl_say(PL_SAY_INFO, "shared_prefix", NULL, "shared prompt head of %llu tokens computed once: %llu prompt tokens not recomputed",
                 (unsigned long long)r->n_prefix_tokens, (unsigned long long)r->n_prefix_saved);
     if (rc == PL_EXIT_OK || rc == PL_EXIT_PARTIAL) r->last_success = (double)dp_time_wall();
     pl_run_metrics(r, rc);

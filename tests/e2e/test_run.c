@@ -397,6 +397,51 @@ static void test_metrics_file(void **state) {
     assert_true(metric(prom, "docpipe_last_success_timestamp_seconds{job=\"nightly\"} ") >= success);
 }
 
+/* The run's stderr as log lines: text with time and level; --log-format json one object per
+ * line with the summary's fields. */
+static void test_log_lines(void **state) {
+    (void)state;
+    char d[4096], job[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("logs"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && printf 'one.' > '%s/in/a.txt' && printf '\\000' > '%s/in/b.txt'", d,
+                            d, d), 0);
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 2\n"
+                  "outputs:\n  jsonl: out/r.jsonl\n");
+    assert_int_equal(tu_run(NULL, "run '%s' --progress=plain", job), 3);
+    const char *t = tu_last_stderr();
+    /* "2026-12-04T01:00:12Z warn  docpipe: 2 documents in ..." */
+    const char *sum = strstr(t, " warn  docpipe: 2 documents in ");
+    assert_non_null(sum);
+    assert_true(sum - t >= 20 && sum[-1] == 'Z' && sum[-10] == 'T');
+    assert_int_equal(e2e_sh("rm -rf '%s/out' '%s/state'", d, d), 0);
+    assert_int_equal(tu_run(NULL, "--log-format json run '%s' --progress=plain", job), 3);
+    char *copy = strdup(tu_last_stderr());
+    int n_lines = 0, n_summary = 0, n_progress = 0;
+    for (char *line = strtok(copy, "\n"); line; line = strtok(NULL, "\n")) {
+        json_error_t je;
+        json_t *o = json_loads(line, 0, &je);
+        if (!o) fail_msg("not a JSON line: %s", line);
+        n_lines++;
+        assert_non_null(json_string_value(json_object_get(o, "time")));
+        assert_non_null(json_string_value(json_object_get(o, "message")));
+        const char *ev = json_string_value(json_object_get(o, "event"));
+        if (!strcmp(ev, "summary")) {
+            n_summary++;
+            assert_string_equal(json_string_value(json_object_get(o, "level")), "warn");
+            assert_int_equal(json_integer_value(json_object_get(o, "exit_code")), 3);
+            assert_int_equal(json_integer_value(json_object_get(o, "failed")), 1);
+            assert_int_equal(json_integer_value(json_object_get(o, "done")), 1);
+        }
+        if (!strcmp(ev, "progress")) n_progress++;
+        json_decref(o);
+    }
+    free(copy);
+    assert_int_equal(n_summary, 1);
+    assert_true(n_progress >= 1 && n_lines >= 2);
+    assert_int_equal(tu_run(NULL, "--log-format yaml run '%s'", job), 64);
+}
+
 /* A PDF of one text line per page (an empty string: a page without text, as a scan has). */
 static void write_pdf(const char *path, const char *const *pages, int n) {
     char body[8192], obj[1024];
@@ -685,6 +730,7 @@ int main(void) {
         cmocka_unit_test(test_command_line_overrides),
         cmocka_unit_test(test_metrics_file),
         cmocka_unit_test(test_pdf_documents),
+        cmocka_unit_test(test_log_lines),
         cmocka_unit_test(test_disk_error_then_resume),
         cmocka_unit_test(test_incremental_and_status),
     };
