@@ -89,6 +89,8 @@ dp_status pl_checkpoint_read(const char *path, pl_checkpoint *c, dp_err *err) {
     c->errors_path = strdup(json_string_value(json_object_get(e, "path")));
     c->gzip = json_is_true(json_object_get(r, "gzip"));
     c->runs = (int64_t)runs;
+    json_t *ws = json_object_get(o, "work_seconds"); /* (optional: older checkpoints have none) */
+    c->work_seconds = json_is_number(ws) && json_number_value(ws) > 0 ? json_number_value(ws) : 0;
     c->complete = json_is_true(json_object_get(o, "complete"));
     json_decref(o);
     if (!c->results_path || !c->errors_path) {
@@ -100,7 +102,7 @@ dp_status pl_checkpoint_read(const char *path, pl_checkpoint *c, dp_err *err) {
 
 dp_status pl_checkpoint_write(const char *path, const pl_checkpoint *c, dp_err *err) {
     json_t *o = json_pack("{s:i, s:{s:s, s:s, s:s}, s:{s:{s:s, s:I, s:s, s:b}, s:{s:s, s:I, s:s}, s:{s:I, s:s}}, "
-                          "s:{s:I, s:I, s:I, s:I}, s:I, s:b}",
+                          "s:{s:I, s:I, s:I, s:I}, s:I, s:b, s:f}",
                           "version", CHECKPOINT_VERSION, "fingerprint", "model_sha256", c->fp.model, "templates_sha256",
                           c->fp.templates, "settings_sha256", c->fp.settings, "sinks", "results", "path",
                           c->results_path, "bytes", (json_int_t)c->results_bytes, "sha256", c->results_sha256,
@@ -108,7 +110,8 @@ dp_status pl_checkpoint_write(const char *path, const pl_checkpoint *c, dp_err *
                           "sha256", c->errors_sha256, "ledger", "bytes", (json_int_t)c->ledger_bytes, "sha256",
                           c->ledger_sha256, "counts", "docs_ok", (json_int_t)c->docs_ok, "docs_failed",
                           (json_int_t)c->docs_failed, "records", (json_int_t)c->records, "errors",
-                          (json_int_t)c->errors, "runs", (json_int_t)c->runs, "complete", c->complete);
+                          (json_int_t)c->errors, "runs", (json_int_t)c->runs, "complete", c->complete,
+                          "work_seconds", (double)(int64_t)(c->work_seconds * 10) / 10);
     char sum[65];
     if (o && (!checksum_of(o, sum) || json_object_set_new(o, "checksum", json_string(sum)))) {
         json_decref(o);

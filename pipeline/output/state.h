@@ -39,6 +39,7 @@ typedef struct pl_checkpoint {
     char results_sha256[65], errors_sha256[65], ledger_sha256[65];
     uint64_t docs_ok, docs_failed, records, errors; /* all runs together */
     int64_t runs;       /* runs started on this state */
+    double work_seconds; /* time the runs spent working, all together (for the next run's ETA) */
     bool complete;      /* the last run finished its whole listing */
 } pl_checkpoint;
 

@@ -3,14 +3,44 @@
  */
 #include "progress.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "platform.h"
 #include "say.h"
 
-void pl_progress_init(pl_progress *p, bool quiet, int mode) {
+#define ETA_TAU 60.0 /* seconds */
+
+void pl_eta_init(pl_eta *e, double prior) {
+    memset(e, 0, sizeof(*e));
+    e->prior = prior > 0 ? prior : 0;
+}
+
+void pl_eta_update(pl_eta *e, double t, uint64_t done) {
+    if (t <= 0) return;
+    if (t <= ETA_TAU) { /* the first minute: the average so far (once something has finished) */
+        if (done) e->rate = (double)done / t;
+    } else if (t - e->t_last >= 1.0) {
+        const double inst = (double)(done - e->done_last) / (t - e->t_last);
+        const double a = 1.0 - exp(-(t - e->t_last) / ETA_TAU);
+        e->rate = e->rate > 0 ? e->rate + a * (inst - e->rate) : (done ? (double)done / t : 0);
+    } else {
+        return;
+    }
+    e->t_last = t;
+    e->done_last = done;
+}
+
+double pl_eta_seconds(const pl_eta *e, uint64_t left) {
+    const double rate = e->rate > 0 ? e->rate : e->prior;
+    if (!left) return 0;
+    return rate > 0 ? (double)left / rate : -1;
+}
+
+void pl_progress_init(pl_progress *p, bool quiet, int mode, double prior_rate) {
     memset(p, 0, sizeof(*p));
+    pl_eta_init(&p->eta, prior_rate);
     p->quiet = quiet;
     p->tty = mode == 1 || (mode < 0 && dp_stderr_is_terminal());
     p->t0 = p->t_last = p->t_rate = dp_time_ns();
@@ -46,11 +76,11 @@ void pl_progress_update(pl_progress *p, const pl_progress_snapshot *s, bool fina
     const uint64_t ran = s->docs_done - s->docs_skipped;
     /* a .jsonl file holds many documents: until all are listed, count the files */
     const uint64_t total = s->docs_listed > s->files ? s->docs_listed : s->files;
-    if (s->listing_done && ran > 0 && total >= s->docs_done) {
-        const double left = (double)(total - s->docs_done);
-        const double secs = el / (double)ran * left;
-        if (secs < 100 * 3600) snprintf(eta, sizeof(eta), "%d:%02d:%02d", (int)secs / 3600, (int)secs / 60 % 60,
-                                        (int)secs % 60);
+    pl_eta_update(&p->eta, el, ran);
+    if (s->listing_done && total >= s->docs_done) {
+        const double secs = pl_eta_seconds(&p->eta, total - s->docs_done);
+        if (secs >= 0 && secs < 100 * 3600)
+            snprintf(eta, sizeof(eta), "%d:%02d:%02d", (int)secs / 3600, (int)secs / 60 % 60, (int)secs % 60);
     }
     char line[256];
     int n = snprintf(line, sizeof(line), "%llu/%llu documents (%llu skipped, %llu failed), %llu requests, %.0f tok/s, "

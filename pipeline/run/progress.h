@@ -15,16 +15,37 @@ typedef struct pl_progress_snapshot {
     uint64_t docs_listed, docs_done, docs_skipped, docs_failed, requests_done, gen_tokens, prompt_tokens;
 } pl_progress_snapshot;
 
+/* The time left, from the rate at which documents are processed (skipped ones do not count):
+ * the average since the run's work began for the first minute, then an exponential average
+ * with a one-minute time constant, so bursts (a batch of sequences finishing together) and
+ * single slow documents do not swing it. Before the first document finishes, the rate of
+ * earlier runs of the job (prior, documents per second; 0 when unknown) stands in. */
+typedef struct pl_eta {
+    double prior;         /* documents/s of earlier runs */
+    double rate;          /* documents/s now (0: unknown) */
+    double t_last;        /* seconds at the last update */
+    uint64_t done_last;
+} pl_eta;
+
+void pl_eta_init(pl_eta *e, double prior);
+/* t: seconds since the run's work began; done: documents processed so far (not skipped). */
+void pl_eta_update(pl_eta *e, double t, uint64_t done);
+/* Seconds for `left` more documents; -1 when there is no rate yet. */
+double pl_eta_seconds(const pl_eta *e, uint64_t left);
+
 typedef struct pl_progress {
     bool quiet, tty;
     uint64_t t0, t_last;
     uint64_t tokens_at_last, t_rate;
     double rate;          /* smoothed tokens/s (prompt + generated) */
     int last_len;
+    pl_eta eta;
 } pl_progress;
 
-/* mode: -1 auto (updating line on a terminal), 0 plain lines, 1 updating line. */
-void pl_progress_init(pl_progress *p, bool quiet, int mode);
+/* mode: -1 auto (updating line on a terminal), 0 plain lines, 1 updating line. prior_rate:
+ * documents per second of earlier runs of the job (0: none), for an ETA before the first
+ * document of this run finishes. */
+void pl_progress_init(pl_progress *p, bool quiet, int mode, double prior_rate);
 /* Prints when due (or always when final). */
 void pl_progress_update(pl_progress *p, const pl_progress_snapshot *s, bool final);
 /* A message on its own line (it does not break the updating line). */

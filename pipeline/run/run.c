@@ -553,7 +553,12 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
         return PL_EXIT_SOFTWARE;
     }
     pl_progress pg;
-    pl_progress_init(&pg, o->quiet, o->progress);
+    /* earlier runs' pace gives an ETA before this run's first document finishes */
+    r->work_seconds_before = r->ck.work_seconds;
+    const uint64_t done_before = r->ck.docs_ok + r->ck.docs_failed;
+    pl_progress_init(&pg, o->quiet, o->progress,
+                     r->ck.work_seconds > 1 && done_before ? (double)done_before / r->ck.work_seconds : 0);
+    r->t_work0 = dp_time_ns();
     dp_thread th[4];
     dp_thread_fn fns[4] = {pl_stage_read, pl_stage_chunk, pl_stage_infer, pl_stage_write};
     int started = 0;

@@ -127,6 +127,8 @@ typedef struct pl_run {
     bool listing_done;
     bool writer_done;
     uint64_t t0;
+    uint64_t t_work0;           /* when the stages started */
+    double work_seconds_before; /* the checkpoint's, from earlier runs */
     char date[32];
 } pl_run;
 

@@ -175,6 +175,7 @@ static dp_status commit(writer *w, bool final) {
     pl_sink_sha256(w->errors, r->ck.errors_sha256);
     pl_sink_sha256(w->ledger, r->ck.ledger_sha256);
     r->ck.complete = final;
+    r->ck.work_seconds = r->work_seconds_before + (double)(dp_time_ns() - r->t_work0) / 1e9;
     if ((st = pl_checkpoint_write(r->checkpoint_path, &r->ck, &w->err))) return st;
     w->uncommitted = 0;
     w->t_commit = dp_time_ns();
