@@ -393,6 +393,18 @@ pl_doc_error pl_extract_jsonl_line(const char *line, size_t len, const char *fie
     return rc;
 }
 
+/* out's text: s[0..n) with invalid UTF-8 replaced by U+FFFD (counted); false out of memory. */
+static bool set_repaired(const uint8_t *s, size_t n, pl_doc_text *out) {
+    uint8_t *fixed = malloc(3 * n + 1);
+    if (!fixed) return false;
+    size_t bad = 0;
+    out->len = dp_utf8_repair(s, n, fixed, &bad);
+    fixed[out->len] = 0;
+    out->text = (char *)fixed;
+    out->n_replaced = bad;
+    return true;
+}
+
 /* A PDF's text layer through pdftotext. The document's bytes go to its stdin (the file is not
  * opened again by name, so what was read is what is converted); without poppler-utils the
  * document is unsupported_format with the package to install. */
@@ -416,19 +428,10 @@ static pl_doc_error pdf_text(const uint8_t *data, size_t len, size_t max, pl_doc
         dp_err_set(err, DP_EFORMAT, "pdftotext exit %d: %s", code, nl ? nl + 1 : tail[0] ? tail : "no message");
         return PL_DOC_UNREADABLE;
     }
-    size_t bad = 0;
-    uint8_t *fixed = malloc(3 * n + 1);
-    if (!fixed) {
-        free(text);
-        return PL_DOC_UNREADABLE;
-    }
-    out->len = dp_utf8_repair((const uint8_t *)text, n, fixed, &bad);
-    fixed[out->len] = 0;
+    const size_t nul = strlen(text); /* (pdftotext writes no NUL; one would never reach a prompt) */
+    const bool ok = set_repaired((const uint8_t *)text, nul < n ? nul : n, out);
     free(text);
-    if (memchr(fixed, 0, out->len)) out->len = strlen((char *)fixed); /* (a NUL never reaches a prompt) */
-    out->text = (char *)fixed;
-    out->n_replaced = bad;
-    return PL_DOC_OK;
+    return ok ? PL_DOC_OK : PL_DOC_UNREADABLE;
 }
 
 pl_doc_error pl_extract_text(const char *name, const uint8_t *data, size_t len, size_t max, pl_doc_text *out,
@@ -450,19 +453,10 @@ pl_doc_error pl_extract_text(const char *name, const uint8_t *data, size_t len, 
         xml_text(xml.data ? (const char *)xml.data : "", xml.len, &t);
         dp_buf_free(&xml);
         dp_buf_append(&t, "", 0);
-        size_t bad = 0;
-        uint8_t *fixed = malloc(3 * t.len + 1);
-        if (!fixed) {
-            dp_buf_free(&t);
-            return PL_DOC_UNREADABLE;
-        }
-        out->len = dp_utf8_repair(t.data, t.len, fixed, &bad);
-        fixed[out->len] = 0;
+        const bool ok = set_repaired(t.data, t.len, out);
         dp_buf_free(&t);
-        out->text = (char *)fixed;
-        out->n_replaced = bad;
         out->format = "docx";
-        return PL_DOC_OK;
+        return ok ? PL_DOC_OK : PL_DOC_UNREADABLE;
     }
     dp_buf raw = {0};
     char inner[1024];
