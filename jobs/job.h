@@ -65,6 +65,7 @@ typedef struct job_spec {
         bool gzip;
         char *per_document_dir; /* (optional) */
         char *metrics;          /* (optional) Prometheus text file */
+        char *intermediate;     /* (optional, map-reduce) where map and partial-reduce results go */
     } outputs;
     char *state_dir;
 } job_spec;

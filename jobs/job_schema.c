@@ -72,6 +72,7 @@ static const field k_fields[] = {
     {"outputs", "gzip", F_BOOL, S(outputs.gzip), false, "false", 0, 0, NULL},
     {"outputs", "per_document_dir", F_PATH, S(outputs.per_document_dir), false, NULL, 0, 0, NULL},
     {"outputs", "metrics", F_PATH, S(outputs.metrics), false, NULL, 0, 0, NULL},
+    {"outputs", "intermediate", F_PATH, S(outputs.intermediate), false, NULL, 0, 0, NULL},
     {"", "state_dir", F_PATH, S(state_dir), false, "state", 0, 0, NULL},
 };
 #define N_FIELDS (sizeof(k_fields) / sizeof(k_fields[0]))
@@ -550,6 +551,12 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
     if (j->generation.max_tokens >= j->model.context)
         fail(c, gen ? map_get(gen, "max_tokens") : root, "generation.max_tokens (%lld) leaves no room for the "
              "prompt in model.context (%lld)", (long long)j->generation.max_tokens, (long long)j->model.context);
+    if (j->outputs.intermediate && j->chunking.mode != JOB_CHUNK_MAP_REDUCE)
+        fail(c, map_get(map_get(root, "outputs"), "intermediate"), "outputs.intermediate holds the map results of "
+             "map-reduce; with chunking.mode per-chunk every record is a result of its own");
+    if (j->outputs.intermediate && !strcmp(j->outputs.intermediate, j->outputs.jsonl))
+        fail(c, map_get(map_get(root, "outputs"), "intermediate"), "outputs.intermediate must differ from "
+             "outputs.jsonl");
     const job_node *pr = map_get(root, "prompts");
     if (!strstr(j->prompts.template_, "{{content}}") && !strstr(j->prompts.template_, "{{ content }}"))
         fail(c, map_get(pr, "template"), "prompts.template must contain {{content}}");
@@ -621,6 +628,7 @@ void job_spec_free(job_spec *j) {
     free(j->outputs.jsonl);
     free(j->outputs.per_document_dir);
     free(j->outputs.metrics);
+    free(j->outputs.intermediate);
     free(j->state_dir);
     memset(j, 0, sizeof(*j));
 }

@@ -85,6 +85,16 @@ dp_status pl_checkpoint_read(const char *path, pl_checkpoint *c, dp_err *err) {
         json_decref(o);
         return dp_err_set(err, DP_EFORMAT, "%s: damaged checkpoint: missing or invalid %s", path, bad);
     }
+    json_t *in = json_object_get(sk, "intermediate"); /* (only when the job has one) */
+    if (in && (!json_is_string(json_object_get(in, "path")) || !get_u64(in, "bytes", &c->inter_bytes) ||
+               !get_hex(in, "sha256", c->inter_sha256))) {
+        json_decref(o);
+        return dp_err_set(err, DP_EFORMAT, "%s: damaged checkpoint: missing or invalid sinks.intermediate", path);
+    }
+    if (in && !(c->inter_path = strdup(json_string_value(json_object_get(in, "path"))))) {
+        json_decref(o);
+        return dp_err_set(err, DP_ENOMEM, "out of memory");
+    }
     c->results_path = strdup(json_string_value(json_object_get(r, "path")));
     c->errors_path = strdup(json_string_value(json_object_get(e, "path")));
     c->gzip = json_is_true(json_object_get(r, "gzip"));
@@ -112,6 +122,13 @@ dp_status pl_checkpoint_write(const char *path, const pl_checkpoint *c, dp_err *
                           (json_int_t)c->docs_failed, "records", (json_int_t)c->records, "errors",
                           (json_int_t)c->errors, "runs", (json_int_t)c->runs, "complete", c->complete,
                           "work_seconds", (double)(int64_t)(c->work_seconds * 10) / 10);
+    if (o && c->inter_path &&
+        json_object_set_new(json_object_get(o, "sinks"), "intermediate",
+                            json_pack("{s:s, s:I, s:s}", "path", c->inter_path, "bytes", (json_int_t)c->inter_bytes,
+                                      "sha256", c->inter_sha256))) {
+        json_decref(o);
+        o = NULL;
+    }
     char sum[65];
     if (o && (!checksum_of(o, sum) || json_object_set_new(o, "checksum", json_string(sum)))) {
         json_decref(o);
@@ -130,7 +147,8 @@ dp_status pl_checkpoint_write(const char *path, const pl_checkpoint *c, dp_err *
 void pl_checkpoint_free(pl_checkpoint *c) {
     free(c->results_path);
     free(c->errors_path);
-    c->results_path = c->errors_path = NULL;
+    free(c->inter_path);
+    c->results_path = c->errors_path = c->inter_path = NULL;
 }
 
 /* ---- Ledger ----------------------------------------------------------------------------- */

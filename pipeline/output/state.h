@@ -37,6 +37,10 @@ typedef struct pl_checkpoint {
     /* sha256 (hex) of each sink's committed bytes; empty in a version 1 checkpoint (written
      * before docpipe recorded them), which is then trusted as it stands */
     char results_sha256[65], errors_sha256[65], ledger_sha256[65];
+    /* outputs.intermediate (NULL when the job has none): path relative as results_path */
+    char *inter_path;
+    uint64_t inter_bytes;
+    char inter_sha256[65];
     uint64_t docs_ok, docs_failed, records, errors; /* all runs together */
     int64_t runs;       /* runs started on this state */
     double work_seconds; /* time the runs spent working, all together (for the next run's ETA) */

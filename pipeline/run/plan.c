@@ -142,10 +142,12 @@ static int check_outputs(const pl_run *r) {
     dp_path_dir(j->outputs.jsonl, errs, sizeof(errs));
     size_t n = strlen(errs);
     snprintf(errs + n, sizeof(errs) - n, "/errors.jsonl");
-    const char *paths[2] = {res, errs}, *want[2] = {r->ck.results_sha256, r->ck.errors_sha256};
-    const uint64_t bytes[2] = {r->ck.results_bytes, r->ck.errors_bytes};
-    for (int i = 0; i < 2; i++) {
-        if (!want[i][0]) continue;
+    char inter[4200] = "";
+    if (j->outputs.intermediate) snprintf(inter, sizeof(inter), "%s%s", j->outputs.intermediate, j->outputs.gzip ? ".gz" : "");
+    const char *paths[3] = {res, errs, inter}, *want[3] = {r->ck.results_sha256, r->ck.errors_sha256, r->ck.inter_sha256};
+    const uint64_t bytes[3] = {r->ck.results_bytes, r->ck.errors_bytes, r->ck.inter_bytes};
+    for (int i = 0; i < 3; i++) {
+        if (!want[i][0] || !paths[i][0]) continue;
         dp_err err = {0};
         dp_status st = pl_file_check_prefix(paths[i], bytes[i], want[i], &err);
         if (st) {

@@ -146,6 +146,7 @@ void pl_run_free(pl_run *r) {
     pl_queue_free(r->q_items);
     pl_queue_free(r->q_done);
     if (r->results.path) pl_sink_close(&r->results, NULL);
+    if (r->inter.path) pl_sink_close(&r->inter, NULL);
     if (r->errors.path) pl_sink_close(&r->errors, NULL);
     if (r->ledger_sink.path) pl_sink_close(&r->ledger_sink, NULL);
     pl_ledger_free(r->ledger);
@@ -159,6 +160,7 @@ void pl_run_free(pl_run *r) {
     free(r->lock_path);
     free(r->results_path);
     free(r->errors_path);
+    free(r->inter_path);
     free(r->status_path);
     free(r->metrics_path);
     dp_mutex_free(&r->mu);
@@ -260,6 +262,21 @@ static int open_job(pl_run *r, const char *job_path, const pl_run_opts *o) {
     r->errors_path = od ? path_join(od, name) : NULL;
     snprintf(name, sizeof(name), "%sstatus.json", part);
     r->status_path = od ? path_join(od, name) : NULL;
+    if (j->outputs.intermediate) {
+        if (r->shard_n) {
+            pl_say(PL_SAY_ERROR, "error", NULL, "%s: outputs.intermediate is not supported in a sharded run yet "
+                   "(merge combines the main outputs only); leave it out for --shard", j->file);
+            free(od);
+            return PL_EXIT_CONFIG;
+        }
+        const size_t in = strlen(j->outputs.intermediate) + 4;
+        if ((r->inter_path = malloc(in))) snprintf(r->inter_path, in, "%s%s", j->outputs.intermediate,
+                                                   j->outputs.gzip ? ".gz" : "");
+        if (!r->inter_path) {
+            free(od);
+            return PL_EXIT_SOFTWARE;
+        }
+    }
     if (j->outputs.metrics) { /* a shard's beside the job's, as its other outputs are */
         char md[4096];
         dp_path_dir(j->outputs.metrics, md, sizeof(md));
@@ -333,7 +350,7 @@ static int restart(pl_run *r) {
     int rc;
     if ((rc = move_aside(r->results_path, stamp)) || (rc = move_aside(r->errors_path, stamp)) ||
         (rc = move_aside(r->status_path, stamp)) || (rc = move_aside(r->ledger_path, stamp)) ||
-        (rc = move_aside(r->checkpoint_path, stamp)))
+        (rc = move_aside(r->checkpoint_path, stamp)) || (r->inter_path && (rc = move_aside(r->inter_path, stamp))))
         return rc;
     if (r->job.outputs.per_document_dir && (rc = move_aside(r->job.outputs.per_document_dir, stamp))) return rc;
     dp_err err = {0};
@@ -394,8 +411,13 @@ static int open_state(pl_run *r, bool restart_requested) {
         dp_sha256_hex(d, r->ck.results_sha256);
         memcpy(r->ck.errors_sha256, r->ck.results_sha256, 65);
         memcpy(r->ck.ledger_sha256, r->ck.results_sha256, 65);
-        for (int i = 0; i < 2; i++) {
-            const char *p = i ? r->errors_path : r->results_path;
+        if (r->inter_path) {
+            memcpy(r->ck.inter_sha256, r->ck.results_sha256, 65);
+            if (!(r->ck.inter_path = strdup(pl_job_rel(r, r->inter_path)))) return PL_EXIT_SOFTWARE;
+        }
+        for (int i = 0; i < 3; i++) {
+            const char *p = i == 2 ? r->inter_path : i ? r->errors_path : r->results_path;
+            if (!p) continue;
             if (dp_path_exists(p)) {
                 pl_say(PL_SAY_ERROR, "error", NULL, "%s already exists and no checkpoint in %s owns it; move it away, choose "
                         "another outputs.jsonl, or run with --restart (which moves it aside)", p, r->state_dir);
@@ -412,7 +434,8 @@ static int open_state(pl_run *r, bool restart_requested) {
         }
         if ((st = pl_sink_open(&r->results, r->results_path, j->outputs.gzip, true, 0, NULL, &err)) ||
             (st = pl_sink_open(&r->errors, r->errors_path, false, true, 0, NULL, &err)) ||
-            (st = pl_sink_open(&r->ledger_sink, r->ledger_path, false, false, 0, NULL, &err))) {
+            (st = pl_sink_open(&r->ledger_sink, r->ledger_path, false, false, 0, NULL, &err)) ||
+            (r->inter_path && (st = pl_sink_open(&r->inter, r->inter_path, j->outputs.gzip, true, 0, NULL, &err)))) {
             pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
             return pl_exit_for_write(st);
         }
@@ -424,7 +447,9 @@ static int open_state(pl_run *r, bool restart_requested) {
                     "deleted), or undo the change", what, r->checkpoint_path);
             return PL_EXIT_CONFIG;
         }
-        if (strcmp(r->ck.results_path, res_rel) || strcmp(r->ck.errors_path, err_rel) || r->ck.gzip != j->outputs.gzip) {
+        const char *inter_rel = r->inter_path ? pl_job_rel(r, r->inter_path) : NULL;
+        if (strcmp(r->ck.results_path, res_rel) || strcmp(r->ck.errors_path, err_rel) || r->ck.gzip != j->outputs.gzip ||
+            !r->ck.inter_path != !inter_rel || (inter_rel && strcmp(r->ck.inter_path, inter_rel))) {
             pl_say(PL_SAY_ERROR, "error", NULL, "the outputs changed since the checkpoint in %s (it wrote %s); run with "
                     "--restart to start over, or undo the change", r->checkpoint_path, r->ck.results_path);
             return PL_EXIT_CONFIG;
@@ -435,7 +460,9 @@ static int open_state(pl_run *r, bool restart_requested) {
             (st = pl_sink_open(&r->errors, r->errors_path, false, false, r->ck.errors_bytes, r->ck.errors_sha256,
                                &err)) ||
             (st = pl_sink_open(&r->ledger_sink, r->ledger_path, false, false, r->ck.ledger_bytes, r->ck.ledger_sha256,
-                               &err))) {
+                               &err)) ||
+            (r->inter_path && (st = pl_sink_open(&r->inter, r->inter_path, j->outputs.gzip, false, r->ck.inter_bytes,
+                                                 r->ck.inter_sha256, &err)))) {
             pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
             return st == DP_EFORMAT ? PL_EXIT_DATAERR : pl_exit_for_write(st);
         }
@@ -520,7 +547,7 @@ void pl_run_init(pl_run *r) {
     dp_mutex_init(&r->mu);
     r->reg.next = r->reg.prev = &r->reg;
     r->lock.handle = -1;
-    r->results.f.handle = r->errors.f.handle = r->ledger_sink.f.handle = -1;
+    r->results.f.handle = r->errors.f.handle = r->ledger_sink.f.handle = r->inter.f.handle = -1;
     r->t0 = dp_time_ns();
     r->start_wall = dp_time_wall();
     dp_time_format(r->start_wall, true, r->date);

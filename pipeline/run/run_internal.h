@@ -101,6 +101,8 @@ typedef struct pl_run {
     /* state */
     char *state_dir, *checkpoint_path, *ledger_path, *lock_path;
     char *results_path, *errors_path, *status_path;
+    char *inter_path;           /* outputs.intermediate (+ .gz), or NULL */
+    pl_sink inter;              /* its sink (inter_path set) */
     char *metrics_path;         /* outputs.metrics (a shard's: part-I-of-N.NAME), or NULL */
     double last_success;        /* carried over from the previous metrics file */
     int64_t start_wall;

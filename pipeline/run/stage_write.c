@@ -107,7 +107,10 @@ static dp_status emit(writer *w, pl_unit *u) {
     for (size_t i = 0; i < u->n_res && !st; i++) {
         char *line = pl_record_line(r, u, &u->res[i]);
         if (!line) return dp_err_set(&w->err, DP_ENOMEM, "out of memory");
-        st = pl_sink_add(u->res[i].err_code ? w->errors : w->results, line, strlen(line), &w->err);
+        /* with outputs.intermediate, the main file holds each document's answer only */
+        pl_sink *to = u->res[i].err_code ? w->errors
+                      : r->inter_path && !u->res[i].final ? &r->inter : w->results;
+        st = pl_sink_add(to, line, strlen(line), &w->err);
         dp_buf_append(&doc, line, strlen(line));
         dp_buf_append(&doc, "\n", 1);
         free(line);
@@ -166,8 +169,12 @@ static dp_status commit(writer *w, bool final) {
     pl_run *r = w->r;
     dp_status st;
     if ((st = pl_sink_flush(w->results, &w->err)) || (st = pl_sink_flush(w->errors, &w->err)) ||
-        (st = pl_sink_flush(w->ledger, &w->err)))
+        (r->inter_path && (st = pl_sink_flush(&r->inter, &w->err))) || (st = pl_sink_flush(w->ledger, &w->err)))
         return st;
+    if (r->inter_path) {
+        r->ck.inter_bytes = pl_sink_size(&r->inter);
+        pl_sink_sha256(&r->inter, r->ck.inter_sha256);
+    }
     r->ck.results_bytes = pl_sink_size(w->results);
     r->ck.errors_bytes = pl_sink_size(w->errors);
     r->ck.ledger_bytes = pl_sink_size(w->ledger);

@@ -442,6 +442,54 @@ static void test_log_lines(void **state) {
     assert_int_equal(tu_run(NULL, "--log-format yaml run '%s'", job), 64);
 }
 
+/* outputs.intermediate: the main file holds one answer per document, the map results go to
+ * the second file; both survive a kill at any write like the main outputs do. */
+static void test_intermediate_file(void **state) {
+    (void)state;
+    char d[4096], job[4400], res[4400], inter[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("inter"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && cd '%s/in' && for i in 1 2 3; do for k in $(seq 12); do "
+                            "printf 'Sentence %%s of document %%s is about topic %%s. ' $k $i $k; done > d$i.txt; done",
+                            d, d), 0);
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 4\n"
+                  "chunking:\n  max_tokens: 48\n  overlap: 0\noutputs:\n  jsonl: out/r.jsonl\n  intermediate: out/map.jsonl\n");
+    snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
+    snprintf(inter, sizeof(inter), "%s/out/map.jsonl", d);
+    assert_int_equal(tu_run(NULL, "run '%s' -c 1024 --quiet", job), 0);
+    json_t *gr = e2e_load_records(res, NULL), *gi = e2e_load_records(inter, NULL);
+    assert_int_equal(json_object_size(gr), 3);
+    assert_true(json_object_size(gi) >= 6);
+    const char *cid;
+    json_t *o;
+    json_object_foreach(gr, cid, o) assert_true(json_is_true(json_object_get(json_object_get(o, "meta"), "final")));
+    json_object_foreach(gi, cid, o) assert_true(json_is_false(json_object_get(json_object_get(o, "meta"), "final")));
+    json_t *tr = e2e_texts(gr), *ti = e2e_texts(gi);
+    /* killed before the k-th write, then resumed: the same two files */
+    setenv("DOCPIPE_COMMIT_RECORDS", "1", 1);
+    for (int k = 1; k <= 12; k += 3) {
+        assert_int_equal(e2e_sh("cd '%s' && rm -rf out state", d), 0);
+        char fault[64];
+        snprintf(fault, sizeof(fault), "write:%d:kill", k);
+        setenv("DOCPIPE_FAULT", fault, 1);
+        const int rc = tu_run(NULL, "run '%s' -c 1024 --quiet", job);
+        unsetenv("DOCPIPE_FAULT");
+        if (rc == 0) break;
+        assert_int_equal(tu_run(NULL, "run '%s' -c 1024 --quiet", job), 0);
+        json_t *r2 = e2e_load_records(res, NULL), *i2 = e2e_load_records(inter, NULL);
+        json_t *t2 = e2e_texts(r2), *u2 = e2e_texts(i2);
+        if (!json_equal(t2, tr) || !json_equal(u2, ti)) fail_msg("after a kill at write %d the outputs differ", k);
+        json_decref(r2), json_decref(i2), json_decref(t2), json_decref(u2);
+    }
+    unsetenv("DOCPIPE_COMMIT_RECORDS");
+    json_decref(gr), json_decref(gi), json_decref(tr), json_decref(ti);
+    /* per-chunk mode has no intermediate results: refused where it is written */
+    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\nchunking:\n  mode: per-chunk\n"
+                  "outputs:\n  jsonl: out/r.jsonl\n  intermediate: out/map.jsonl\n");
+    assert_int_equal(tu_run(NULL, "validate '%s'", job), 65);
+    assert_non_null(strstr(tu_last_stderr(), "outputs.intermediate holds the map results"));
+}
+
 /* A PDF of one text line per page (an empty string: a page without text, as a scan has). */
 static void write_pdf(const char *path, const char *const *pages, int n) {
     char body[8192], obj[1024];
@@ -731,6 +779,7 @@ int main(void) {
         cmocka_unit_test(test_metrics_file),
         cmocka_unit_test(test_pdf_documents),
         cmocka_unit_test(test_log_lines),
+        cmocka_unit_test(test_intermediate_file),
         cmocka_unit_test(test_disk_error_then_resume),
         cmocka_unit_test(test_incremental_and_status),
     };
