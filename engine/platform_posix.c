@@ -671,7 +671,8 @@ dp_status dp_process_run(const char *const *argv, const void *in, size_t in_len,
             ssize_t r = read(pout[0], buf + n, cap - n);
             if (r > 0) n += (size_t)r;
             else if (r == 0 || (errno != EAGAIN && errno != EINTR)) close_fd(&pout[0]);
-            if (n > max_out) st = dp_err_set(err, DP_ERANGE, "%s: its output passed %zu bytes (killed)", argv[0], max_out);
+            if (n > max_out)
+                st = dp_err_set(err, DP_ERANGE, "%s: its output passed %zu bytes (killed)", argv[0], max_out);
         }
         if (ie >= 0 && fds[ie].revents) {
             char tmp[4096];

@@ -424,7 +424,8 @@ static dp_status expand_scalar(ctx *c, job_node *n) {
             if (v && *v) piece = v, plen = strlen(v);
             else if (has_def) piece = q + 2, plen = (size_t)(e - (q + 2));
             else {
-                st = fail(c, n, "environment variable %s is not set or empty (${%s:-default} gives a default)", name, name);
+                st = fail(c, n, "environment variable %s is not set or empty (${%s:-default} gives a default)", name,
+                          name);
                 break;
             }
             p = e + 1;
@@ -522,7 +523,8 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
     }
     const job_node *in = map_get(root, "inputs");
     if (!in) fail(c, root, "section 'inputs' is required (a list of folders)");
-    else if (in->kind != JOB_NODE_SEQ || in->n == 0) fail(c, in, "inputs must be a non-empty list of folders (- path: docs)");
+    else if (in->kind != JOB_NODE_SEQ || in->n == 0)
+        fail(c, in, "inputs must be a non-empty list of folders (- path: docs)");
     else {
         j->inputs = calloc(in->n, sizeof(job_input));
         if (!j->inputs) return dp_err_set(c->err, DP_ENOMEM, "out of memory");

@@ -146,8 +146,8 @@ void pl_unknown_option(const char *cmd, const char *opt) {
         if (d < bd) bd = d, best = opts[i];
     }
     if (best)
-        fprintf(stderr, "docpipe %s: unknown option '%s' (did you mean '%s'?); docpipe %s --help lists them\n", cmd, opt,
-                best, cmd);
+        fprintf(stderr, "docpipe %s: unknown option '%s' (did you mean '%s'?); docpipe %s --help lists them\n", cmd,
+                opt, best, cmd);
     else
         fprintf(stderr, "docpipe %s: unknown option '%s'; docpipe %s --help lists them\n", cmd, opt, cmd);
 }
@@ -227,9 +227,11 @@ void pl_help_man(FILE *f, const char *version) {
         }
         if (in_code) fputs(".fi\n", f), in_code = false;
     }
-    fputs(".SH EXIT STATUS\n0 success; 3 some documents failed; 64 usage; 65 invalid job or damaged state; 66 no input;\n"
-          "73 cannot create output; 74 I/O error; 75 interrupted or locked (run again); 78 model or configuration.\n"
-          ".SH SEE ALSO\nThe reference pages in /usr/share/doc/docpipe (job-file.md, operations.md, errors.md).\n", f);
+    fputs(
+        ".SH EXIT STATUS\n0 success; 3 some documents failed; 64 usage; 65 invalid job or damaged state; 66 no input;\n"
+        "73 cannot create output; 74 I/O error; 75 interrupted or locked (run again); 78 model or configuration.\n"
+        ".SH SEE ALSO\nThe reference pages in /usr/share/doc/docpipe (job-file.md, operations.md, errors.md).\n",
+        f);
 }
 
 void pl_help_completion(FILE *f, bool zsh) {
@@ -255,15 +257,17 @@ void pl_help_completion(FILE *f, bool zsh) {
               "    if [[ $PREFIX == -* ]]; then compadd -- ${=$(_docpipe_opts $words[2])}; else _files; fi\n"
               "}\n_docpipe \"$@\"\n", f);
     } else {
-        fputs("_docpipe() {\n"
-              "    local cur=${COMP_WORDS[COMP_CWORD]}\n"
-              "    if (( COMP_CWORD == 1 )); then COMPREPLY=($(compgen -W \"$_docpipe_cmds\" -- \"$cur\")); return; fi\n"
-              "    if [[ $cur == -* ]]; then\n"
-              "        COMPREPLY=($(compgen -W \"$(_docpipe_opts \"${COMP_WORDS[1]}\")\" -- \"$cur\"))\n"
-              "    else\n"
-              "        COMPREPLY=($(compgen -f -- \"$cur\"))\n"
-              "    fi\n"
-              "}\n"
-              "complete -o filenames -F _docpipe docpipe\n", f);
+        fputs(
+            "_docpipe() {\n"
+            "    local cur=${COMP_WORDS[COMP_CWORD]}\n"
+            "    if (( COMP_CWORD == 1 )); then COMPREPLY=($(compgen -W \"$_docpipe_cmds\" -- \"$cur\")); return; fi\n"
+            "    if [[ $cur == -* ]]; then\n"
+            "        COMPREPLY=($(compgen -W \"$(_docpipe_opts \"${COMP_WORDS[1]}\")\" -- \"$cur\"))\n"
+            "    else\n"
+            "        COMPREPLY=($(compgen -f -- \"$cur\"))\n"
+            "    fi\n"
+            "}\n"
+            "complete -o filenames -F _docpipe docpipe\n",
+            f);
     }
 }

@@ -1,8 +1,8 @@
 /*
  * chunker.h - cuts a document into pieces whose token count fits a budget, at the most natural
- * boundary available: a paragraph break or the end of a page (a form feed), else a line break, else the end of a sentence
- * (. ! ? and 。！？ with their full-width kin), else any token boundary; consecutive chunks
- * share `overlap` tokens.
+ * boundary available: a paragraph break or the end of a page (a form feed), else a line break,
+ * else the end of a sentence (. ! ? and 。！？ with their full-width kin), else any token
+ * boundary; consecutive chunks share `overlap` tokens.
  *
  * Counting uses the model's own tokenizer with special parsing off (document text can never
  * produce control tokens), and every chunk is re-tokenized on its own: no chunk exceeds the

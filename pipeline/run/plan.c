@@ -117,7 +117,8 @@ static void status_shards(const pl_run *r, uint32_t n) {
         json_array_foreach(docs, k, d) {
             if ((uint32_t)json_integer_value(json_object_get(d, "shard")) != i) continue;
             in_shard++;
-            const char *dp = json_string_value(json_object_get(d, "path")), *sha = json_string_value(json_object_get(d, "sha256"));
+            const char *dp = json_string_value(json_object_get(d, "path")),
+                       *sha = json_string_value(json_object_get(d, "sha256"));
             if (!sha || !sha[0]) unread++; /* unreadable when planned: an error record every run */
             else done += dp && pl_ledger_get(l, dp, sha) != PL_LEDGER_NONE;
         }
@@ -143,8 +144,10 @@ static int check_outputs(const pl_run *r) {
     size_t n = strlen(errs);
     snprintf(errs + n, sizeof(errs) - n, "/errors.jsonl");
     char inter[4200] = "";
-    if (j->outputs.intermediate) snprintf(inter, sizeof(inter), "%s%s", j->outputs.intermediate, j->outputs.gzip ? ".gz" : "");
-    const char *paths[3] = {res, errs, inter}, *want[3] = {r->ck.results_sha256, r->ck.errors_sha256, r->ck.inter_sha256};
+    if (j->outputs.intermediate)
+        snprintf(inter, sizeof(inter), "%s%s", j->outputs.intermediate, j->outputs.gzip ? ".gz" : "");
+    const char *paths[3] = {res, errs, inter},
+               *want[3] = {r->ck.results_sha256, r->ck.errors_sha256, r->ck.inter_sha256};
     const uint64_t bytes[3] = {r->ck.results_bytes, r->ck.errors_bytes, r->ck.inter_bytes};
     for (int i = 0; i < 3; i++) {
         if (!want[i][0] || !paths[i][0]) continue;
@@ -363,7 +366,8 @@ int pl_plan_job(const char *job_path, bool bench, uint32_t shards) {
            (unsigned long long)c.prompt_tokens, (unsigned long long)c.content_tokens, c.longest,
            (long long)r.job.model.context);
     printf("generation: at most %llu tokens (max_tokens %lld per request)\n",
-           (unsigned long long)(requests * (uint64_t)r.job.generation.max_tokens), (long long)r.job.generation.max_tokens);
+           (unsigned long long)(requests * (uint64_t)r.job.generation.max_tokens),
+           (long long)r.job.generation.max_tokens);
     if (bench && requests) {
         eng_context_params cp = eng_context_default_params();
         cp.n_ctx = (uint32_t)r.job.model.context;

@@ -99,7 +99,8 @@ void pl_progress_update(pl_progress *p, const pl_progress_snapshot *s, bool fina
                json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:s}", "documents_done", (json_int_t)s->docs_done,
                          "documents_total", (json_int_t)total, "skipped", (json_int_t)s->docs_skipped, "failed",
                          (json_int_t)s->docs_failed, "requests", (json_int_t)s->requests_done, "tokens_per_second",
-                         (double)(int64_t)(p->rate * 10) / 10, "elapsed_seconds", (double)(int64_t)(el * 10) / 10, "eta", final ? "0:00:00" : eta),
+                         (double)(int64_t)(p->rate * 10) / 10, "elapsed_seconds", (double)(int64_t)(el * 10) / 10,
+                         "eta", final ? "0:00:00" : eta),
                "%s", line);
     }
     fflush(stderr);

@@ -200,9 +200,14 @@ static int resolve_shard(pl_run *r, const pl_run_opts *o) {
         return PL_EXIT_USAGE;
     }
     if (mn != n) {
-        if (!mn) pl_say(PL_SAY_ERROR, "error", NULL, "shard %u/%u: %s/manifest.json is missing; run docpipe plan %s --shards %u "
-                         "first (merge checks the shards against it)", i, n, r->job.state_dir, r->job.file, n);
-        else pl_say(PL_SAY_ERROR, "error", NULL, "shard %u/%u: the manifest in %s has %u shards", i, n, r->job.state_dir, mn);
+        if (!mn)
+            pl_say(PL_SAY_ERROR, "error", NULL,
+                   "shard %u/%u: %s/manifest.json is missing; run docpipe plan %s --shards %u "
+                   "first (merge checks the shards against it)",
+                   i, n, r->job.state_dir, r->job.file, n);
+        else
+            pl_say(PL_SAY_ERROR, "error", NULL, "shard %u/%u: the manifest in %s has %u shards", i, n, r->job.state_dir,
+                   mn);
         return PL_EXIT_CONFIG;
     }
     r->shard_i = i, r->shard_n = n;
@@ -419,8 +424,10 @@ static int open_state(pl_run *r, bool restart_requested) {
             const char *p = i == 2 ? r->inter_path : i ? r->errors_path : r->results_path;
             if (!p) continue;
             if (dp_path_exists(p)) {
-                pl_say(PL_SAY_ERROR, "error", NULL, "%s already exists and no checkpoint in %s owns it; move it away, choose "
-                        "another outputs.jsonl, or run with --restart (which moves it aside)", p, r->state_dir);
+                pl_say(PL_SAY_ERROR, "error", NULL,
+                       "%s already exists and no checkpoint in %s owns it; move it away, choose "
+                       "another outputs.jsonl, or run with --restart (which moves it aside)",
+                       p, r->state_dir);
                 return PL_EXIT_CANTCREAT;
             }
         }
@@ -442,16 +449,21 @@ static int open_state(pl_run *r, bool restart_requested) {
     } else {
         const char *what = changed(&r->ck.fp, &r->fp);
         if (what) {
-            pl_say(PL_SAY_ERROR, "error", NULL, "%s changed since the checkpoint in %s: results made with the old one would "
-                    "mix with new ones. Run with --restart to start over (old outputs are moved aside, not "
-                    "deleted), or undo the change", what, r->checkpoint_path);
+            pl_say(PL_SAY_ERROR, "error", NULL,
+                   "%s changed since the checkpoint in %s: results made with the old one would "
+                   "mix with new ones. Run with --restart to start over (old outputs are moved aside, not "
+                   "deleted), or undo the change",
+                   what, r->checkpoint_path);
             return PL_EXIT_CONFIG;
         }
         const char *inter_rel = r->inter_path ? pl_job_rel(r, r->inter_path) : NULL;
-        if (strcmp(r->ck.results_path, res_rel) || strcmp(r->ck.errors_path, err_rel) || r->ck.gzip != j->outputs.gzip ||
-            !r->ck.inter_path != !inter_rel || (inter_rel && strcmp(r->ck.inter_path, inter_rel))) {
-            pl_say(PL_SAY_ERROR, "error", NULL, "the outputs changed since the checkpoint in %s (it wrote %s); run with "
-                    "--restart to start over, or undo the change", r->checkpoint_path, r->ck.results_path);
+        if (strcmp(r->ck.results_path, res_rel) || strcmp(r->ck.errors_path, err_rel) ||
+            r->ck.gzip != j->outputs.gzip || !r->ck.inter_path != !inter_rel ||
+            (inter_rel && strcmp(r->ck.inter_path, inter_rel))) {
+            pl_say(PL_SAY_ERROR, "error", NULL,
+                   "the outputs changed since the checkpoint in %s (it wrote %s); run with "
+                   "--restart to start over, or undo the change",
+                   r->checkpoint_path, r->ck.results_path);
             return PL_EXIT_CONFIG;
         }
         /* resume: check every sink against its hash, then cut it back to what the checkpoint covers */
@@ -481,8 +493,8 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     const job_spec *j = &r->job;
     if (eng_model_load(j->model.path, &r->model, &err)) {
         if (j->model.path_line)
-            pl_say(PL_SAY_ERROR, "error", NULL, "%s:%d:%d: model.path: %s", j->file, j->model.path_line, j->model.path_col,
-                    dp_err_msg(&err));
+            pl_say(PL_SAY_ERROR, "error", NULL, "%s:%d:%d: model.path: %s", j->file, j->model.path_line,
+                   j->model.path_col, dp_err_msg(&err));
         else pl_say(PL_SAY_ERROR, "error", NULL, "-m: %s", dp_err_msg(&err));
         return PL_EXIT_CONFIG;
     }
@@ -621,16 +633,20 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
     if (r->fail_status) {
         pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&r->fail_err));
         if (r->fail_exit == PL_EXIT_IOERR)
-            pl_say(PL_SAY_INFO, "resume_hint", NULL, "the checkpoint still describes the last commit; fix the cause and run the job "
-                    "again to resume");
+            pl_say(PL_SAY_INFO, "resume_hint", NULL,
+                   "the checkpoint still describes the last commit; fix the cause and run the job "
+                   "again to resume");
         rc = r->fail_exit ? r->fail_exit : PL_EXIT_SOFTWARE;
     } else if (stop_seen) {
-        pl_say(PL_SAY_WARN, "interrupted", NULL, "interrupted by signal %d: %llu documents committed in this run; run the job again "
-                "to resume", dp_stop_signal(), (unsigned long long)ran);
+        pl_say(PL_SAY_WARN, "interrupted", NULL,
+               "interrupted by signal %d: %llu documents committed in this run; run the job again "
+               "to resume",
+               dp_stop_signal(), (unsigned long long)ran);
         rc = PL_EXIT_TEMPFAIL;
     } else if (r->n_files == 0) {
-        pl_say(PL_SAY_ERROR, "error", NULL, "no input documents: the input folders have no file matching the include and "
-                "exclude globs");
+        pl_say(PL_SAY_ERROR, "error", NULL,
+               "no input documents: the input folders have no file matching the include and "
+               "exclude globs");
         rc = PL_EXIT_NOINPUT;
     } else {
         /* a document that failed in an earlier run (and did not change) still counts: a resumed run
@@ -638,27 +654,28 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
         rc = r->n_docs_failed || r->n_failed_before ? PL_EXIT_PARTIAL : PL_EXIT_OK;
     }
     if (!o->quiet || rc)
-        pl_say(rc == PL_EXIT_OK ? PL_SAY_INFO : rc == PL_EXIT_PARTIAL || rc == PL_EXIT_TEMPFAIL ? PL_SAY_WARN
-                                                                                              : PL_SAY_ERROR,
+        pl_say(rc == PL_EXIT_OK                                  ? PL_SAY_INFO
+               : rc == PL_EXIT_PARTIAL || rc == PL_EXIT_TEMPFAIL ? PL_SAY_WARN
+                                                                 : PL_SAY_ERROR,
                "summary",
                json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:s, s:i}", "documents",
                          (json_int_t)r->n_docs_done, "done", (json_int_t)(ran - r->n_docs_failed), "results",
                          (json_int_t)r->n_records, "failed", (json_int_t)r->n_docs_failed, "skipped",
                          (json_int_t)r->n_docs_skipped, "failed_before", (json_int_t)r->n_failed_before,
                          "prompt_tokens", (json_int_t)r->n_prompt_tokens, "generated_tokens",
-                         (json_int_t)r->n_gen_tokens, "seconds", (double)(int64_t)(secs * 10) / 10, "results_file", r->results_path,
-                         "errors_file", r->errors_path, "exit_code", rc),
+                         (json_int_t)r->n_gen_tokens, "seconds", (double)(int64_t)(secs * 10) / 10, "results_file",
+                         r->results_path, "errors_file", r->errors_path, "exit_code", rc),
                "%llu documents in %.1f s: %llu done (%llu results), %llu failed (see %s), %llu "
-                "skipped (unchanged since an earlier run, %llu of them failed there); %llu tokens generated (%.1f "
-                "tok/s); results in %s",
-                (unsigned long long)r->n_docs_done, secs, (unsigned long long)(ran - r->n_docs_failed),
-                (unsigned long long)r->n_records, (unsigned long long)r->n_docs_failed, r->errors_path,
-                (unsigned long long)r->n_docs_skipped, (unsigned long long)r->n_failed_before,
-                (unsigned long long)r->n_gen_tokens,
-                secs > 0 ? (double)r->n_gen_tokens / secs : 0.0, r->results_path);
+               "skipped (unchanged since an earlier run, %llu of them failed there); %llu tokens generated (%.1f "
+               "tok/s); results in %s",
+               (unsigned long long)r->n_docs_done, secs, (unsigned long long)(ran - r->n_docs_failed),
+               (unsigned long long)r->n_records, (unsigned long long)r->n_docs_failed, r->errors_path,
+               (unsigned long long)r->n_docs_skipped, (unsigned long long)r->n_failed_before,
+               (unsigned long long)r->n_gen_tokens, secs > 0 ? (double)r->n_gen_tokens / secs : 0.0, r->results_path);
     if (!o->quiet && r->n_prefix_tokens)
-        pl_say(PL_SAY_INFO, "shared_prefix", NULL, "shared prompt head of %llu tokens computed once: %llu prompt tokens not recomputed",
-                (unsigned long long)r->n_prefix_tokens, (unsigned long long)r->n_prefix_saved);
+        pl_say(PL_SAY_INFO, "shared_prefix", NULL,
+               "shared prompt head of %llu tokens computed once: %llu prompt tokens not recomputed",
+               (unsigned long long)r->n_prefix_tokens, (unsigned long long)r->n_prefix_saved);
     if (rc == PL_EXIT_OK || rc == PL_EXIT_PARTIAL) r->last_success = (double)dp_time_wall();
     pl_run_metrics(r, rc);
     pl_run_free(r);

@@ -224,7 +224,8 @@ static void test_folder_changing_during_run(void **state) {
     assert_int_equal(e2e_sh("mkdir -p '%s/in' && cd '%s/in' && for i in $(seq -w 0 %d); do "
                             "printf 'document %%s, some words to read.' $i > d$i.txt; done", d, d, N - 1), 0);
     snprintf(job, sizeof(job), "%s/job.yaml", d);
-    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 24\n"
+    e2e_write_job(job, e2e_model("qwen3"), "in",
+                  "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 24\n"
                   "outputs:\n  jsonl: out/r.jsonl\n");
     snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
     snprintf(errs, sizeof(errs), "%s/out/errors.jsonl", d);
@@ -302,7 +303,8 @@ static void expect_refused(const char *d, const char *job, const char *cmd, cons
     assert_non_null(strstr(tu_last_stderr(), "--restart"));
     assert_int_equal(tu_run(NULL, "status '%s'", job), 65);
     /* nothing acted on: every file as the damage left it (the lock file aside) */
-    assert_int_equal(e2e_sh("cd '%s' && diff -r -x job.lock out damaged/out && diff -r -x job.lock state damaged/state", d), 0);
+    assert_int_equal(
+        e2e_sh("cd '%s' && diff -r -x job.lock out damaged/out && diff -r -x job.lock state damaged/state", d), 0);
     assert_int_equal(e2e_sh("cd '%s' && rm -rf out state damaged && mv saved/out saved/state . && rmdir saved", d), 0);
 }
 

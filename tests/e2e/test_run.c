@@ -321,8 +321,9 @@ static void test_command_line_overrides(void **state) {
     snprintf(d, sizeof(d), "%s", tu_tmp("overrides"));
     assert_int_equal(e2e_sh("mkdir -p '%s/in' && printf 'a short text.' > '%s/in/a.txt'", d, d), 0);
     snprintf(job, sizeof(job), "%s/job.yaml", d);
-    e2e_write_job(job, "${DP_TEST_NO_SUCH_MODEL:-missing.gguf}", "in",
-                  "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 4\noutputs:\n  jsonl: out/r.jsonl\n");
+    e2e_write_job(
+        job, "${DP_TEST_NO_SUCH_MODEL:-missing.gguf}", "in",
+        "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 4\noutputs:\n  jsonl: out/r.jsonl\n");
     assert_int_equal(tu_run(NULL, "run '%s'", job), 78);
     assert_non_null(strstr(tu_last_stderr(), "missing.gguf is not a readable file"));
     assert_int_equal(tu_run(NULL, "run '%s' -m '%s' -t 1 -c 512 --quiet", job, e2e_model("qwen3")), 0);
@@ -452,8 +453,10 @@ static void test_intermediate_file(void **state) {
                             "printf 'Sentence %%s of document %%s is about topic %%s. ' $k $i $k; done > d$i.txt; done",
                             d, d), 0);
     snprintf(job, sizeof(job), "%s/job.yaml", d);
-    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 4\n"
-                  "chunking:\n  max_tokens: 48\n  overlap: 0\noutputs:\n  jsonl: out/r.jsonl\n  intermediate: out/map.jsonl\n");
+    e2e_write_job(
+        job, e2e_model("qwen3"), "in",
+        "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 4\n"
+        "chunking:\n  max_tokens: 48\n  overlap: 0\noutputs:\n  jsonl: out/r.jsonl\n  intermediate: out/map.jsonl\n");
     snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
     snprintf(inter, sizeof(inter), "%s/out/map.jsonl", d);
     assert_int_equal(tu_run(NULL, "run '%s' -c 1024 --quiet", job), 0);
