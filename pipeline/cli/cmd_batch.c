@@ -29,8 +29,10 @@
 #include "engine.h"
 #include "exit_codes.h"
 #include "batch_request.h"
+#include "completion.h"
 #include "platform.h"
 #include "scheduler.h"
+#include "sha256.h"
 #include "utf8.h"
 
 
@@ -114,10 +116,23 @@ static int write_line(FILE *out, json_t *o) {
     return ok ? 0 : errno ? errno : EIO;
 }
 
-static int write_error(FILE *out, const req *r, long *n_id) {
+typedef struct batch_run {
+    FILE *out;
+    const char *model;
+    char fingerprint[20]; /* system_fingerprint of every result */
+    char id_prefix[24];   /* batch_req_ ids: unique to this batch, numbered within it */
+    long n_id, n_ok, n_engine_err;
+    int werr; /* the errno of the first failed write, 0 while none failed */
+} batch_run;
+
+/* "batch_req_" + this batch's prefix + the line's number in the output: unique across batches
+ * (as OpenAI's ids are), ordered within one. */
+static void batch_id(batch_run *br, char out[64]) { snprintf(out, 64, "batch_req_%s%06ld", br->id_prefix, ++br->n_id); }
+
+static int write_error(FILE *out, batch_run *br, const req *r) {
     json_t *o = json_object();
     char id[64];
-    snprintf(id, sizeof(id), "batch_req_%ld", ++*n_id);
+    batch_id(br, id);
     json_object_set_new(o, "id", json_string(id));
     json_object_set_new(o, "custom_id", json_string(r->b.custom_id));
     json_object_set_new(o, "response", json_null());
@@ -173,12 +188,6 @@ static dp_status shared_head(const eng_model *m, pl_sched *sch, const char *data
     return st;
 }
 
-typedef struct batch_run {
-    FILE *out;
-    const char *model;
-    long n_id, n_ok, n_engine_err;
-    int werr; /* the errno of the first failed write, 0 while none failed */
-} batch_run;
 
 static void write_result(void *cb, const pl_gen_out *g) {
     batch_run *br = cb;
@@ -188,44 +197,20 @@ static void write_result(void *cb, const pl_gen_out *g) {
         free(r->err_msg);
         r->err_code = strdup("engine_error");
         r->err_msg = strdup(g->error);
-        const int e = write_error(br->out, r, &br->n_id);
+        const int e = write_error(br->out, br, r);
         if (e && !br->werr) br->werr = e;
         br->n_engine_err++;
         req_free(r);
         return;
     }
     char id[64];
-    snprintf(id, sizeof(id), "batch_req_%ld", ++br->n_id);
-    json_t *o = json_object(), *resp = json_object(), *body = json_object(), *ch = json_object();
+    batch_id(br, id);
+    json_t *o = json_object();
     json_object_set_new(o, "id", json_string(id));
     json_object_set_new(o, "custom_id", json_string(r->b.custom_id));
-    json_object_set_new(resp, "status_code", json_integer(200));
-    json_object_set_new(body, "object", json_string(r->b.chat ? "chat.completion" : "text_completion"));
-    json_object_set_new(body, "model", json_string(br->model));
-    /* random or cut-off output may hold invalid UTF-8: repair it (U+FFFD) rather than lose it */
-    uint8_t *fixed = malloc(3 * g->len + 1);
-    size_t fl = fixed ? dp_utf8_repair((const uint8_t *)g->text, g->len, fixed, NULL) : 0;
-    json_t *text = json_stringn(fixed ? (const char *)fixed : "", fl);
-    free(fixed);
-    json_object_set_new(ch, "index", json_integer(0));
-    if (r->b.chat) {
-        json_t *msg = json_object();
-        json_object_set_new(msg, "role", json_string("assistant"));
-        json_object_set_new(msg, "content", text);
-        json_object_set_new(ch, "message", msg);
-    } else {
-        json_object_set_new(ch, "text", text);
-    }
-    json_object_set_new(ch, "finish_reason", json_string(g->finish));
-    json_t *choices = json_array();
-    json_array_append_new(choices, ch);
-    json_object_set_new(body, "choices", choices);
-    json_t *u = json_object();
-    json_object_set_new(u, "prompt_tokens", json_integer(g->n_prompt));
-    json_object_set_new(u, "completion_tokens", json_integer(g->n_gen));
-    json_object_set_new(u, "total_tokens", json_integer((json_int_t)g->n_prompt + g->n_gen));
-    json_object_set_new(body, "usage", u);
-    json_object_set_new(resp, "body", body);
+    pl_completion c = {r->b.custom_id, r->b.model ? r->b.model : br->model, br->fingerprint, r->b.chat, g->text,
+                       g->len, g->finish, g->n_prompt, g->n_gen, dp_time_wall()};
+    json_t *resp = pl_completion_response(&c);
     json_object_set_new(o, "response", resp);
     json_object_set_new(o, "error", json_null());
     const int e = write_line(br->out, o);
@@ -302,6 +287,22 @@ int pl_cmd_batch(int argc, char **argv) {
     }
     const char *mname = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
     batch_run br = {.out = out, .model = mname};
+    {
+        /* the fingerprint from what identifies the model without hashing gigabytes: its name,
+         * size and type; the id prefix from this process and moment */
+        dp_stat_info si = {0};
+        dp_stat(model, true, &si, NULL);
+        char ident[512], seed[128];
+        snprintf(ident, sizeof(ident), "%s %llu %u", mname, (unsigned long long)si.size,
+                 eng_model_get_info(m)->file_type);
+        pl_system_fingerprint(ident, br.fingerprint);
+        snprintf(seed, sizeof(seed), "%d %llu %s", dp_getpid(), (unsigned long long)dp_time_ns(), in);
+        uint8_t d[32];
+        char hex[65];
+        dp_sha256_digest(seed, strlen(seed), d);
+        dp_sha256_hex(d, hex);
+        snprintf(br.id_prefix, sizeof(br.id_prefix), "%.12s_", hex);
+    }
     pl_sched *sch = NULL;
     json_t *seen = json_object(); /* custom_id -> the line that used it first */
     long n_err = 0;
@@ -351,7 +352,7 @@ int pl_cmd_batch(int argc, char **argv) {
                     continue;
                 }
             }
-            const int e = write_error(out, r, &br.n_id);
+            const int e = write_error(out, &br, r);
             if (e && !br.werr) br.werr = e;
             n_err++;
             req_free(r);

@@ -19,6 +19,7 @@
 void pl_batch_req_free(pl_batch_req *r) {
     if (!r) return;
     free(r->custom_id);
+    free(r->model);
     for (size_t i = 0; i < r->n_msgs; i++) {
         free((char *)r->msgs[i].role); /* owned: const only in eng_chat_msg */
         free((char *)r->msgs[i].content);
@@ -266,6 +267,16 @@ dp_status pl_batch_req_parse(const char *line, size_t len, int lineno, int32_t n
         goto out;
     }
     if ((st = unsupported(body, lineno, err))) goto out;
+    if ((v = field(body, "model"))) { /* which model the caller named; the one loaded answers */
+        if (!json_is_string(v)) {
+            st = refuse(err, lineno, "body.model must be a string, not %s", describe(v, d, sizeof(d)));
+            goto out;
+        }
+        if (!(r->model = strdup(json_string_value(v)))) {
+            st = dp_err_set(err, DP_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
     const char *mt = field(body, "max_tokens") ? "max_tokens" : "max_completion_tokens";
     if ((v = field(body, mt))) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > n_ctx) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "completion.h"
 #include "run_internal.h"
 #include "utf8.h"
 
@@ -110,24 +111,11 @@ char *pl_record_line(const pl_run *r, const pl_unit *u, const pl_result *res) {
         json_object_set_new(o, "response", json_null());
         json_object_set_new(o, "error", error_obj(res->err_code, res->err_msg));
     } else {
-        json_t *msg = json_object(), *ch = json_object(), *body = json_object(), *resp = json_object();
-        json_object_set_new(msg, "role", json_string("assistant"));
-        json_object_set_new(msg, "content", text_value(res->text, res->len));
-        json_object_set_new(ch, "index", json_integer(0));
-        json_object_set_new(ch, "message", msg);
-        json_object_set_new(ch, "finish_reason", json_string(res->finish));
-        json_t *choices = json_array();
-        json_array_append_new(choices, ch);
-        json_t *usage = json_object();
-        json_object_set_new(usage, "prompt_tokens", json_integer(res->n_prompt));
-        json_object_set_new(usage, "completion_tokens", json_integer(res->n_gen));
-        json_object_set_new(usage, "total_tokens", json_integer(res->n_prompt + res->n_gen));
-        json_object_set_new(body, "object", json_string("chat.completion"));
-        json_object_set_new(body, "model", json_string(r->model_name));
-        json_object_set_new(body, "choices", choices);
-        json_object_set_new(body, "usage", usage);
-        json_object_set_new(resp, "status_code", json_integer(200));
-        json_object_set_new(resp, "body", body);
+        char fp[20];
+        pl_system_fingerprint(r->fp.model, fp);
+        pl_completion c = {cid, r->model_name, fp, true, res->text, res->len, res->finish, res->n_prompt,
+                           res->n_gen, dp_time_wall()};
+        json_t *resp = pl_completion_response(&c);
         json_object_set_new(o, "response", resp);
         json_object_set_new(o, "error", json_null());
     }

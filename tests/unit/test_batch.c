@@ -5,6 +5,8 @@
  */
 #include "testutil.h"
 
+#include "platform.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,6 +223,84 @@ static void test_batch_message_text_never_becomes_control_tokens(void **state) {
     free(n);
 }
 
+/* Every field and type of OpenAI's batch output line (their Batch API reference: id,
+ * custom_id, response {status_code, request_id, body: chat.completion or text_completion},
+ * error), checked independently of the code that writes them; ids unique across batches. */
+static void check_openai_line(json_t *o, json_t *ids) {
+    const char *id = json_string_value(json_object_get(o, "id"));
+    assert_true(id && !strncmp(id, "batch_req_", 10));
+    assert_null(json_object_get(ids, id)); /* never seen in this or an earlier batch */
+    json_object_set_new(ids, id, json_true());
+    assert_true(json_is_string(json_object_get(o, "custom_id")));
+    assert_true(json_is_null(json_object_get(o, "error")));
+    json_t *resp = json_object_get(o, "response"), *body = json_object_get(resp, "body");
+    assert_int_equal(json_integer_value(json_object_get(resp, "status_code")), 200);
+    const char *rid = json_string_value(json_object_get(resp, "request_id"));
+    assert_true(rid && !strncmp(rid, "req_", 4));
+    const char *object = json_string_value(json_object_get(body, "object"));
+    const bool chat = object && !strcmp(object, "chat.completion");
+    assert_true(chat || (object && !strcmp(object, "text_completion")));
+    const char *bid = json_string_value(json_object_get(body, "id"));
+    assert_true(bid && !strncmp(bid, chat ? "chatcmpl-" : "cmpl-", chat ? 9 : 5));
+    assert_true(json_is_integer(json_object_get(body, "created")) &&
+                json_integer_value(json_object_get(body, "created")) > 1700000000);
+    assert_true(json_is_string(json_object_get(body, "model")));
+    const char *fp = json_string_value(json_object_get(body, "system_fingerprint"));
+    assert_true(fp && !strncmp(fp, "fp_", 3));
+    json_t *choices = json_object_get(body, "choices"), *c0 = json_array_get(choices, 0);
+    assert_int_equal(json_array_size(choices), 1);
+    assert_int_equal(json_integer_value(json_object_get(c0, "index")), 0);
+    assert_true(json_is_null(json_object_get(c0, "logprobs")));
+    const char *fr = json_string_value(json_object_get(c0, "finish_reason"));
+    assert_true(fr && (!strcmp(fr, "stop") || !strcmp(fr, "length")));
+    if (chat) {
+        json_t *m = json_object_get(c0, "message");
+        assert_string_equal(json_string_value(json_object_get(m, "role")), "assistant");
+        assert_true(json_is_string(json_object_get(m, "content")));
+    } else {
+        assert_true(json_is_string(json_object_get(c0, "text")));
+    }
+    json_t *u = json_object_get(body, "usage");
+    const json_int_t pt = json_integer_value(json_object_get(u, "prompt_tokens")),
+                     ct = json_integer_value(json_object_get(u, "completion_tokens"));
+    assert_true(pt > 0 && ct > 0);
+    assert_int_equal(json_integer_value(json_object_get(u, "total_tokens")), pt + ct);
+}
+
+static void test_batch_output_is_openai_shaped(void **state) {
+    (void)state;
+    const char *model = tu_tmp("openai.gguf"), *in = tu_tmp("openai.jsonl"), *out = tu_tmp("openai-out.jsonl");
+    assert_int_equal(tu_run(NULL, "make-test-model --arch qwen3 --out '%s'", model), 0);
+    const char *lines = "{\"custom_id\":\"a\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":"
+                        "{\"model\":\"my-model\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3}}\n"
+                        "{\"custom_id\":\"b\",\"method\":\"POST\",\"url\":\"/v1/completions\",\"body\":"
+                        "{\"prompt\":\"x\",\"max_tokens\":3}}\n";
+    tu_write_file(in, lines, strlen(lines));
+    json_t *ids = json_object();
+    for (int batch = 0; batch < 2; batch++) {
+        assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' -c 256 -t 1", model, in, out), 0);
+        char *data = NULL;
+        size_t len = 0;
+        dp_err err = {0};
+        assert_int_equal(dp_file_read_all(out, 1 << 20, &data, &len, &err), DP_OK);
+        int n = 0;
+        for (char *l = strtok(data, "\n"); l; l = strtok(NULL, "\n"), n++) {
+            json_t *o = json_loads(l, 0, NULL);
+            assert_non_null(o);
+            check_openai_line(o, ids);
+            const char *cid = json_string_value(json_object_get(o, "custom_id"));
+            const char *m = json_string_value(json_object_get(json_object_get(json_object_get(o, "response"), "body"),
+                                                              "model"));
+            /* body.model: the request's own, else the model file's name */
+            assert_string_equal(m, !strcmp(cid, "a") ? "my-model" : "openai.gguf");
+            json_decref(o);
+        }
+        assert_int_equal(n, 2);
+        free(data);
+    }
+    json_decref(ids);
+}
+
 static void test_batch_usage_errors(void **state) {
     (void)state;
     assert_int_equal(tu_run(NULL, "batch -m x.gguf"), 64);
@@ -236,6 +316,7 @@ int main(void) {
         cmocka_unit_test(test_batch_waits_for_kv_blocks_and_refuses_what_never_fits),
         cmocka_unit_test(test_batch_refuses_a_reused_custom_id),
         cmocka_unit_test(test_batch_usage_errors),
+        cmocka_unit_test(test_batch_output_is_openai_shaped),
         cmocka_unit_test(test_batch_message_text_never_becomes_control_tokens),
     };
     return cmocka_run_group_tests_name("batch", tests, NULL, NULL);

@@ -1,0 +1,32 @@
+/*
+ * completion.h - a successful request's "response" object exactly as the OpenAI Batch API
+ * writes it ({status_code, request_id, body: {id, object, created, model, choices, usage,
+ * system_fingerprint}}), one builder for `docpipe run` and `docpipe batch`.
+ */
+#ifndef PL_COMPLETION_H
+#define PL_COMPLETION_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pl_completion {
+    const char *custom_id;   /* with created and a per-process nonce: request_id and body.id */
+    const char *model;       /* body.model */
+    const char *fingerprint; /* body.system_fingerprint (pl_system_fingerprint) */
+    bool chat;               /* chat.completion (choices[].message) or text_completion (.text) */
+    const char *text;        /* may hold invalid UTF-8: repaired (U+FFFD) */
+    size_t len;
+    const char *finish;      /* "stop" or "length" */
+    int32_t n_prompt, n_gen;
+    int64_t created;         /* Unix seconds */
+} pl_completion;
+
+json_t *pl_completion_response(const pl_completion *c);
+
+/* "fp_" and 12 hex digits of a hash of the model's identity (its sha256 where known, else its
+ * name, size and type) and of the docpipe version: what changes answers changes it. */
+void pl_system_fingerprint(const char *model_identity, char out[20]);
+
+#endif /* PL_COMPLETION_H */
