@@ -1,4 +1,4 @@
-// deltanet.cu - qwen35's Gated DeltaNet core on the device (model-spec 4.9 steps 2-7): the
+// deltanet.cu - qwen35's Gated DeltaNet core on the device (model-formats.md §4.9 steps 2-7): the
 // causal conv1d with its state, the q/k L2 norms, the delta rule, and the gated RMSNorm.
 //
 // DESIGN
@@ -8,7 +8,7 @@
 //   for dk = 128) holding row j of the head's dv x dk state in registers for the whole step, so
 //   the state is read and written once per step. Decode steps (and sequences with fewer than
 //   GK_DN_CHUNK_MIN tokens in a step) go token by token (k_dn_rec); prompt pieces chunk-wise
-//   (k_dn_chunk), 16 tokens at a time in the WY form of model-spec 4.9, the CPU's delta_chunk.h
+//   (k_dn_chunk), 16 tokens at a time in the WY form of model-formats.md §4.9, the CPU's delta_chunk.h
 //   formulation: most of a chunk's work is then products the block's threads share, and a
 //   16-token chunk costs about as many barriers as one recurrent token.
 // - The gated RMSNorm is fused after each token's output: one block reduction over dv.
@@ -107,7 +107,7 @@ template <int DK, int SPLIT> __global__ void k_dn_rec(gk_dn a) {
         for (int i = 0; i < DKP; i++) Sg[i] = S[i];
 }
 
-// The chunk-wise form (model-spec 4.9's WY representation, as delta_chunk.h on the CPU) for one
+// The chunk-wise form (model-formats.md §4.9's WY representation, as delta_chunk.h on the CPU) for one
 // (sequence, value head): per chunk of c <= GK_DN_C tokens, with G = cumsum(g),
 //   A_rs = beta_r (k_r . k_s) e^(G_r - G_s) (s < r), T = (I + A)^-1 (forward substitution),
 //   U = T diag(beta) V, W = T diag(beta e^G) K, Vt = U - W S, O = e^G (Q S) + ((Q K^T) o e^(G_r - G_s)) Vt,

@@ -44,7 +44,7 @@ typedef struct eng_attn_args {
     float scale;                /* 1/sqrt(hd) */
 } eng_attn_args;
 
-/* Gated DeltaNet core of one layer (model-spec 4.9 steps 2-7) for n_tok tokens. */
+/* Gated DeltaNet core of one layer (model-formats.md §4.9 steps 2-7) for n_tok tokens. */
 typedef struct eng_deltanet_args {
     int n_tok;
     const int32_t *seq;         /* [n_tok]; tokens of a sequence are in order */

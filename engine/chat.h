@@ -1,6 +1,6 @@
 /*
  * chat.h - ChatML rendering for the Qwen families without a Jinja interpreter
- * (model-spec.md 6): the family is detected from the embedded template by substrings, and
+ * (model-formats.md §6): the family is detected from the embedded template by substrings, and
  * messages are rendered by fixed rules, always with an explicit thinking switch.
  */
 #ifndef ENG_CHAT_H

@@ -1,6 +1,6 @@
 /*
  * forward.c - the layer loop: one forward pass over a batch of tokens (any mix of sequences)
- * for the qwen2, qwen3, llama and qwen35 architectures (model-spec.md section 4).
+ * for the qwen2, qwen3, llama and qwen35 architectures (model-formats.md section 4).
  *
  * DESIGN: reads top to bottom like llama2.c's forward(): shapes in comments, one backend call
  * per step, no allocation (every buffer lives in the context, sized for n_ubatch tokens), and

@@ -10,7 +10,7 @@
  *   zero padding to ALIGNMENT (general.alignment, u32, default 32)
  *   data section: tensor i at data_start + offset_i, offsets back to back, each aligned
  *
- * The file is hostile input (model-spec.md 1.6, reliability.md 2.1). Every length is checked
+ * The file is hostile input (docs/model-formats.md §1.6). Every length is checked
  * against the bytes left before it is used or allocated, every size computation is overflow
  * checked, and a bad file yields DP_EFORMAT (or DP_EUNSUPPORTED for a type we cannot handle)
  * with "FILE: offset 0x..: what is wrong, what is allowed" in the caller's dp_err. The reader

@@ -1,5 +1,5 @@
 /*
- * model_info.c - hyper-parameters and memory math (model-spec.md sections 3 and 8).
+ * model_info.c - hyper-parameters and memory math (model-formats.md sections 3 and 8).
  *
  * DESIGN: keys are read as "{arch}.<name>" with the types the spec allows; per-layer arrays
  * (hybrid models of other families) are accepted for head counts and the FFN size when all

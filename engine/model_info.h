@@ -1,9 +1,9 @@
 /*
  * model_info.h - what a GGUF model is: architecture, hyper-parameters, tokenizer summary, and
- * the memory it needs at a given context and number of sequences (model-spec.md section 8).
+ * the memory it needs at a given context and number of sequences (model-formats.md section 8).
  *
  * Reading is tolerant of architectures the engine cannot run (inspect shows any GGUF), but
- * every value that will size memory is range-checked here (rule 11 of model-spec.md 1.6).
+ * every value that will size memory is range-checked here (rule 11 of model-formats.md §1.6).
  */
 #ifndef ENG_MODEL_INFO_H
 #define ENG_MODEL_INFO_H

@@ -1,7 +1,7 @@
 /*
  * quant.c - the type table, half/bfloat16 conversion and dequantization of every block format.
  *
- * DESIGN: dequantizers are the plain scalar reading of model-spec.md section 2 and are the
+ * DESIGN: dequantizers are the plain scalar reading of model-formats.md section 2 and are the
  * reference every fast kernel is tested against. Float operations are written in ggml's order
  * (scale products first, e.g. (d * sc) * q - (dmin * m)) so results are bit-identical to
  * llama.cpp's to_float, which tests/unit/test_quant.c checks against dequant-rows.json.

@@ -3,7 +3,7 @@
  *
  * Type ids are ggml's (they are stored in GGUF files and never change). Block layouts are the
  * on-disk bytes, shared by the C and CUDA code and pinned with static_assert; see
- * docs/engine.md and model-spec.md section 2 for the decoding formulas.
+ * docs/engine.md and model-formats.md section 2 for the decoding formulas.
  *
  *   type   elems/block  bytes/block   layout
  *   Q4_0   32           18            d:f16 qs[16] (low nibbles = elems 0..15, high = 16..31)

@@ -3,7 +3,7 @@
  *
  * DESIGN: scalar and deterministic (same input, same bytes, on every CPU), so quantized files
  * and activation blocks are reproducible. Q8_0 and Q8_K follow the exact rounding rules of
- * model-spec.md 2.3/2.4 because they quantize activations and must match the integer kernels'
+ * model-formats.md §2.3/2.4 because they quantize activations and must match the integer kernels'
  * expectations. The weight formats (Q4_K, Q5_K, Q6_K) use our own search: for each sub-block a
  * few candidate scales around the min/max fit, each refined by weighted least squares, keeping
  * the one with the smallest weighted error; the weights |x| + rms favour large values, which

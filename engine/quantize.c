@@ -1,7 +1,7 @@
 /*
  * quantize.c - `docpipe quantize`: re-encode a model's tensors with a file type's mix.
  *
- * DESIGN: the per-tensor type rules are llama.cpp's (model-spec.md 2.6, post-2026-03 version
+ * DESIGN: the per-tensor type rules are llama.cpp's (model-formats.md §2.6, post-2026-03 version
  * where the fused attn_qkv counts like attn_v); everything else (metadata, tensor order) is
  * copied. Rows stream through the GGUF writer's bounded buffer and are converted in parallel
  * slices: each row is dequantized to f32 and re-quantized with the reference quantizer, so

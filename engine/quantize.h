@@ -1,6 +1,6 @@
 /*
  * quantize.h - convert a GGUF model to a quantized file type with llama.cpp's per-tensor mix
- * (model-spec.md 2.6), so files we make look like the files users download.
+ * (model-formats.md §2.6), so files we make look like the files users download.
  */
 #ifndef ENG_QUANTIZE_H
 #define ENG_QUANTIZE_H

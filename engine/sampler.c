@@ -5,7 +5,7 @@
  * selection (O(V) average) instead of a full sort, because V is 150-250k and a full sort per
  * token would cost more than a small model's forward pass. Ordering is by logit descending,
  * lower id first on ties, so results are deterministic. The RNG is a splitmix/xoshiro stream
- * seeded per sequence (model-spec 7.3: reproducibility of our own, not llama.cpp's streams).
+ * seeded per sequence (model-formats.md §7.3: reproducibility of our own, not llama.cpp's streams).
  */
 #include "sampler.h"
 

@@ -1,5 +1,5 @@
 /*
- * sampler.h - token sampling with llama.cpp's chain and meanings (model-spec.md 7):
+ * sampler.h - token sampling with llama.cpp's chain and meanings (model-formats.md §7):
  * penalties -> top-k -> top-p -> min-p -> temperature -> random pick, each stage a no-op at
  * its neutral setting; temperature <= 0 is greedy (argmax, ties to the lowest id).
  *

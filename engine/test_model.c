@@ -3,7 +3,7 @@
  *
  * DESIGN
  * - Layout: tensor names, shapes and metadata keys are those llama.cpp's converter writes for
- *   qwen2 / qwen3 / qwen35 (model-spec.md 3.3-3.5), so the engine cannot tell a test model
+ *   qwen2 / qwen3 / qwen35 (model-formats.md §3.3-3.5), so the engine cannot tell a test model
  *   from a real one except by its weights. 1-D tensors and ssm_conv1d are F32, as converted.
  * - Determinism: every row of every tensor has its own RNG stream, seeded from (seed, tensor
  *   name, row), so the bytes do not depend on the thread count or chunking.
@@ -262,7 +262,7 @@ static dp_status vocab_build(vocab *v, eng_arch arch, uint32_t n_vocab_min) {
     return st;
 }
 
-/* ChatML templates in the shapes model-spec.md 6.4 detects (written for these files). */
+/* ChatML templates in the shapes model-formats.md §6.4 detects (written for these files). */
 static const char k_tmpl_qwen2[] =
     "{%- if messages[0]['role'] != 'system' %}{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. "
     "You are a helpful assistant.<|im_end|>\\n' }}{%- endif %}"

@@ -1,5 +1,5 @@
 /*
- * tokenizer.c - byte-level BPE for Qwen GGUF files (model-spec.md section 5).
+ * tokenizer.c - byte-level BPE for Qwen GGUF files (model-formats.md section 5).
  *
  * DESIGN
  * - Load copies everything out of the GGUF (token texts, types, merges) into flat arrays, so
@@ -216,7 +216,7 @@ static inline int32_t merge_rank(const eng_tokenizer *t, int32_t l, int32_t r, i
 
 /* ---- Loading ---------------------------------------------------------------------------- */
 
-/* GPT-2 byte map (model-spec 5.4): byte -> code point, and the inverse for cp < 324. */
+/* GPT-2 byte map (model-formats.md §5.4): byte -> code point, and the inverse for cp < 324. */
 uint32_t eng_byte_to_codepoint(int b) {
     if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) return (uint32_t)b;
     int n = 0;
@@ -225,7 +225,7 @@ uint32_t eng_byte_to_codepoint(int b) {
     return 256u + (uint32_t)n;
 }
 
-/* Texts whose tokens end generation and are forced to CONTROL (model-spec 6.3). */
+/* Texts whose tokens end generation and are forced to CONTROL (model-formats.md §6.3). */
 static const char *const k_eog_texts[] = {
     "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "</s>", "<|eom_id|>",
     "<|end_of_text|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
@@ -295,7 +295,7 @@ static void build_decoded(eng_tokenizer *t) {
                 o += (uint32_t)n;
             }
         } else if (t->type[id] == ENG_TOKEN_TYPE_BYTE && n == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x') {
-            /* <0xAB>: strict hex (model-spec 1.6 rule 12) */
+            /* <0xAB>: strict hex (model-formats.md §1.6 rule 12) */
             int v = 0, okh = 1;
             for (int k = 3; k < 5; k++) {
                 int c = s[k];
@@ -440,7 +440,7 @@ dp_status eng_tokenizer_load(const eng_gguf *g, eng_tokenizer **out, dp_err *err
     if ((st = load_strings(t, toks, path, err))) goto fail;
     if ((st = build_token_hash(t, path, err))) goto fail;
 
-    /* special ids (model-spec 1.6 rule 12: validate even defaulted ids) */
+    /* special ids (model-formats.md §1.6 rule 12: validate even defaulted ids) */
     int64_t bos = get_id(g, "tokenizer.ggml.bos_token_id"), eos = get_id(g, "tokenizer.ggml.eos_token_id");
     const char *names[3] = {"bos", "eos", "padding"};
     int64_t ids[3] = {bos, eos, get_id(g, "tokenizer.ggml.padding_token_id")};
@@ -456,7 +456,7 @@ dp_status eng_tokenizer_load(const eng_gguf *g, eng_tokenizer **out, dp_err *err
     t->add_bos = get_flag(g, "tokenizer.ggml.add_bos_token", pre_id == PRE_LLAMA3);
     t->add_eos = get_flag(g, "tokenizer.ggml.add_eos_token", false);
 
-    /* end-of-generation texts become CONTROL, as llama.cpp does at load (model-spec 5.3 step 0) */
+    /* end-of-generation texts become CONTROL, as llama.cpp does at load (model-formats.md §5.3 step 0) */
     for (size_t k = 0; k < sizeof(k_eog_texts) / sizeof(k_eog_texts[0]); k++) {
         int32_t id = eng_token_find(t, k_eog_texts[k], strlen(k_eog_texts[k]));
         if (id >= 0) {
@@ -711,7 +711,7 @@ static dp_status bpe_piece(const eng_tokenizer *t, eng_tok_ws *ws, const uint8_t
     return DP_OK;
 }
 
-/* ---- Pre-tokenizer (model-spec 5.5) ------------------------------------------------------ */
+/* ---- Pre-tokenizer (model-formats.md §5.5) ------------------------------------------------------ */
 
 #define F_L ENG_UNI_L
 #define F_N ENG_UNI_N

@@ -8,7 +8,7 @@
  *   ... ids.ids[0 .. ids.n) ...
  *   eng_tokens_free(&ids); eng_tokenizer_free(tok);
  *
- * Pre-tokenizers "qwen2" (also "deepseek-r1-qwen") and "qwen35" (model-spec.md 5.5). Special,
+ * Pre-tokenizers "qwen2" (also "deepseek-r1-qwen") and "qwen35" (model-formats.md §5.5). Special,
  * control and user-defined tokens are matched before BPE (5.3): user-defined always, control
  * only when parse_special is set. Text must be UTF-8; invalid bytes are kept (each one a
  * symbol of its own) so detokenize(tokenize(x)) == x for any bytes, where llama.cpp would
@@ -61,12 +61,12 @@ int32_t eng_token_bos(const eng_tokenizer *t);          /* -1 if none */
 bool eng_token_add_bos(const eng_tokenizer *t);
 int32_t eng_token_eos(const eng_tokenizer *t);
 eng_token_type eng_token_get_type(const eng_tokenizer *t, int32_t id);
-/* End of generation: eos, or a token whose text is an end-of-turn marker (model-spec 6.3). */
+/* End of generation: eos, or a token whose text is an end-of-turn marker (model-formats.md §6.3). */
 bool eng_token_is_eog(const eng_tokenizer *t, int32_t id);
 /* Id of a token with exactly this text, or -1. */
 int32_t eng_token_find(const eng_tokenizer *t, const char *text, size_t len);
 
-/* The GPT-2 byte-level map (model-spec 5.4): the code point that stands for byte b in token
+/* The GPT-2 byte-level map (model-formats.md §5.4): the code point that stands for byte b in token
  * texts (33-126, 161-172, 174-255 map to themselves, the other 68 bytes to U+0100..U+0143). */
 uint32_t eng_byte_to_codepoint(int b);
 

@@ -11,7 +11,7 @@ Flags (engine/unicode.h): L letters (Lu Ll Lt Lm Lo), N numbers (Nd Nl No), M ma
 WS White_Space (PropList), P punctuation (Pc Pd Ps Pe Pi Pf Po), S symbols (Sm Sc Sk So).
 llama.cpp's tables are Unicode 15.1; the only difference that can change a split is the 622
 CJK Extension I ideographs U+2EBF0..U+2EE5D, letters in 15.1, which are added here
-(model-spec.md 5.5).
+(model-formats.md §5.5).
 """
 import sys
 

@@ -3,7 +3,7 @@
  *
  * DESIGN: an explicit stack of open collections instead of recursion, so depth is checked
  * before it is used; libyaml's own errors are reported with its problem mark. Debian 12's
- * libyaml 0.2.5 has no nesting limit of its own (reliability.md 2.2), hence ours.
+ * libyaml 0.2.5 has no nesting limit of its own (docs/testing.md, hostile YAML), hence ours.
  */
 #include "job_yaml.h"
 

@@ -9,7 +9,7 @@
  *   fixed slices. Results depend neither on the thread count nor on who claimed what: every
  *   output element is computed by one thread in a fixed order, the same whatever the run.
  * - matmul quantizes the activation rows once per call to the weight's vec-dot type
- *   (model-spec 2.5), then streams each weight row once for all tokens of the batch; matmul_n
+ *   (model-formats.md §2.5), then streams each weight row once for all tokens of the batch; matmul_n
  *   does it once for several weights that read the same rows. In exact mode each weight row is
  *   dequantized to f32 and multiplied in f32 instead.
  * - Scratch is owned per thread and sized on first use; nothing is allocated per token. An op
@@ -419,7 +419,7 @@ static void cpu_attention(eng_backend *be, const eng_attn_args *a) {
     eng_pool_run(c->pool, attn_heads, &at);
 }
 
-/* ---- Gated DeltaNet (model-spec 4.9), token by token ------------------------------------ */
+/* ---- Gated DeltaNet (model-formats.md §4.9), token by token ------------------------------------ */
 
 typedef struct dn_task {
     cpu_be *c;

@@ -3,7 +3,7 @@
  * build) and kernels_avx2.c (compiled with AVX2+FMA, so the compiler vectorizes the same
  * loops). DELTA_CHUNK_NAME names the function each includer gets.
  *
- * One chunk of c tokens (rows) of one value head, in the WY form of model-spec 4.9, with St
+ * One chunk of c tokens (rows) of one value head, in the WY form of model-formats.md §4.9, with St
  * the state transposed ([dv][dk], row j = column j of S):
  *   G = cumsum(g), Gam_rs = exp(G_r - G_s) (s <= r), A_rs = beta_r (k_r . k_s) Gam_rs (s < r),
  *   T = (I + A)^-1, U = T diag(beta) V, W = T diag(beta exp(G)) K, Vt = U - W S,

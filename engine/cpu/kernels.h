@@ -1,6 +1,6 @@
 /*
  * kernels.h - CPU compute kernels: dot products of a quantized weight row with a quantized
- * activation row (model-spec.md 2.5), activation quantizers, and the small float ops.
+ * activation row (model-formats.md §2.5), activation quantizers, and the small float ops.
  *
  * Every kernel has a plain scalar reference in kernels_ref.c; SIMD versions (kernels_avx2.c,
  * kernels_avx512.c) are chosen at run time by CPU feature and are tested against the
@@ -91,7 +91,7 @@ void eng_cpu_disable_avx512(bool on);
 /* True when the AMX GEMM is in use (CPU, OS permission, not disabled). */
 bool eng_cpu_amx(void);
 
-/* One Gated DeltaNet step for one value head (model-spec 4.9 step 6). S is [dv][dk] (row j =
+/* One Gated DeltaNet step for one value head (model-formats.md §4.9 step 6). S is [dv][dk] (row j =
  * column j of the state): S *= decay; u = S k; delta = beta (v - u); S += delta k^T; o = S q. */
 typedef void (*eng_delta_step_fn)(float *S, const float *k, const float *v, const float *q, float decay, float beta,
                                   int dk, int dv, float *o);

@@ -116,7 +116,7 @@ static inline int plane_shift(int kind) { return kind == KQ4 ? 4 : kind == KQ5 ?
 /* decode_block_k reads d, dmin and the scales of Q4_K and Q5_K as one 16-byte run */
 _Static_assert(offsetof(eng_block_q4_k, dmin) == 2 && offsetof(eng_block_q4_k, scales) == 4 && offsetof(eng_block_q5_k, dmin) == 2 &&
                    offsetof(eng_block_q5_k, scales) == 4,
-               "Q4_K/Q5_K block heads as model-spec 2.2 lays them out");
+               "Q4_K/Q5_K block heads as model-formats.md §2.4 lays them out");
 
 static inline size_t block_bytes(int kind) {
     return kind == KQ4 ? sizeof(eng_block_q4_k) : kind == KQ5 ? sizeof(eng_block_q5_k) : sizeof(eng_block_q6_k);

@@ -652,7 +652,7 @@ static inline __attribute__((always_inline)) void unpack_tile(int kind, const ui
                 _mm512_store_si512(mp + j, _mm512_slli_epi16(_mm512_cvtepi8_epi16(pr), 5)); /* M = 32 sum scale bsum */
             }
         } else {
-            /* the 6-bit fields of model-spec 2.2, for 16 rows at once */
+            /* the 6-bit fields of model-formats.md §2.4, for 16 rows at once */
             __m128i scj[8], mnj[8];
             eng_k4_scales16(rp, kind == KQ4 ? offsetof(eng_block_q4_k, scales) : offsetof(eng_block_q5_k, scales), scj, mnj);
             for (int j = 0; j < 8; j++) {

@@ -1,5 +1,5 @@
 /*
- * kernels_ref.c - scalar reference kernels (model-spec.md 2.5). These define what the SIMD
+ * kernels_ref.c - scalar reference kernels (model-formats.md §2.5). These define what the SIMD
  * versions must compute; they are also the portable path for CPUs without AVX2.
  */
 #include <math.h>

@@ -1,5 +1,5 @@
 /*
- * kscales.h - the packed 6-bit scales and mins of a Q4_K/Q5_K block (model-spec 2.2), unpacked
+ * kscales.h - the packed 6-bit scales and mins of a Q4_K/Q5_K block (model-formats.md §2.4), unpacked
  * with 32-bit word operations: shared by the SIMD kernel files (the scalar reference decodes one
  * index at a time with eng_k_scale_min).
  */

@@ -81,7 +81,7 @@ static inline void eng_tile_scale_bytes(const uint8_t *const rp[ENG_TILE_ROWS], 
     eng_transpose_bytes16(t);
 }
 
-/* The 6-bit scales and mins of model-spec 2.2 for the Q4_K/Q5_K blocks of 16 rows at once (the
+/* The 6-bit scales and mins of model-formats.md §2.4 for the Q4_K/Q5_K blocks of 16 rows at once (the
  * per-lane equivalent of eng_k4_unpack_scales): sc[j], mn[j] byte r = row r's scale and min of
  * sub-block j. t: byte j of the rows' 12-byte scale fields, one row per byte lane (as from
  * eng_tile_scale_bytes). */

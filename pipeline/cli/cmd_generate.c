@@ -7,7 +7,7 @@
  *                    [-c N] [-t N] [--device cpu|auto|cuda] [--exact]
  *
  * With --chat the prompt is the user message of a ChatML conversation rendered for the
- * model's template family, thinking off unless --think (model-spec 6). Generation stops at
+ * model's template family, thinking off unless --think (model-formats.md §6). Generation stops at
  * an end-of-generation token or after -n tokens. Text streams to stdout as complete UTF-8;
  * a timing line goes to stderr.
  */

@@ -5,7 +5,7 @@
  * Only text the job author wrote (the chat frame, the system prompt, the template's literal
  * text) is tokenized with special-token parsing; document content and variable values
  * (file names, hashes) never are, so a document or a file name containing "<|im_end|>"
- * cannot end the turn (model-spec 5.3).
+ * cannot end the turn (model-formats.md §5.3).
  */
 #ifndef PL_PROMPT_H
 #define PL_PROMPT_H

@@ -1,6 +1,6 @@
 /*
  * iofault.h - fault injection at the writer's I/O points, for the crash and disk-full tests
- * (reliability.md 8.2). Off unless the environment asks:
+ * (docs/testing.md, the crash harness). Off unless the environment asks:
  *
  *   DOCPIPE_FAULT=OP:N:ACTION   OP: write | sync | rename | truncate | any
  *                               N: the N-th such operation of the process (1-based)

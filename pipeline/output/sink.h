@@ -1,6 +1,6 @@
 /*
  * sink.h - an append-only output file with a committed size: the unit of the exactly-once
- * protocol (design.md). Lines are collected in memory, written and fdatasync'ed by
+ * protocol (docs/operations.md). Lines are collected in memory, written and fdatasync'ed by
  * pl_sink_flush; the caller then records pl_sink_size() in the checkpoint. On resume the file
  * is cut back to the size the checkpoint names, which removes torn and uncommitted lines.
  *

@@ -1,5 +1,5 @@
 /*
- * state.h - what the state directory holds between runs (design.md, exactly-once):
+ * state.h - what the state directory holds between runs (docs/operations.md, what a run guarantees):
  *
  *   job.lock          flock'ed by the running process ("pid N" inside, for messages only)
  *   checkpoint.json   the commit record: fingerprints, every sink's committed size and the

@@ -1,5 +1,5 @@
 /*
- * exit_codes.h - the process exit codes of design.md, the public contract with cron, systemd,
+ * exit_codes.h - the process exit codes of docs/errors.md, the public contract with cron, systemd,
  * Slurm and Kubernetes. Only main() turns a status into one of these.
  */
 #ifndef PL_EXIT_CODES_H

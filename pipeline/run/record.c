@@ -1,5 +1,5 @@
 /*
- * record.c - the JSON lines docpipe run writes (design.md, output records): OpenAI batch
+ * record.c - the JSON lines docpipe run writes (docs/output.md): OpenAI batch
  * results with our provenance in "meta", and error records of the same shape.
  *
  * Model output and document paths are untrusted: text is repaired to valid UTF-8 (U+FFFD),

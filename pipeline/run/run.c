@@ -1,7 +1,7 @@
 /*
  * run.c - `docpipe run JOB.yaml`: opens the state (lock, checkpoint, fingerprints), the sinks
  * and the model, starts the four stage threads and supervises them (signals, progress, exit
- * code). The protocol is design.md's "Exactly-once output and resume"; docs/operations.md is
+ * code). The protocol is docs/operations.md's "What a run guarantees"; docs/operations.md is
  * the user's view of it.
  */
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * run.h - `docpipe run`, `plan` and `status`: a job file through the stages of design.md.
+ * run.h - `docpipe run`, `plan` and `status`: a job file through the stages of docs/architecture.md.
  *
  *   reader ─► [queue] ─► chunker ─► [queue] ─► inference ─► [queue] ─► writer
  *
@@ -26,7 +26,7 @@ typedef struct pl_run_opts {
     uint32_t context;   /* -c: instead of model.context (0: the job's) */
 } pl_run_opts;
 
-/* Runs the job; returns the exit code of design.md. */
+/* Runs the job; returns the exit code of docs/errors.md. */
 int pl_run_job(const char *job_path, const pl_run_opts *o);
 /* Lists, reads and chunks without generating; prints counts and an estimated time. shards > 0
  * also writes STATE/manifest.json assigning every document to one of that many shards. */

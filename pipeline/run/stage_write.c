@@ -4,7 +4,7 @@
  * Documents arrive in completion order and leave in listing order (a reorder buffer keyed by
  * seq). Each one appends its records to the results or errors sink and one line to the
  * ledger. Every COMMIT_RECORDS records or COMMIT_MS milliseconds, and at the end, it commits
- * (design.md): write and fdatasync every sink, then replace checkpoint.json atomically (the
+ * (docs/operations.md): write and fdatasync every sink, then replace checkpoint.json atomically (the
  * rename is the commit point), then status.json. A failed write or sync stops the run (exit
  * 74); the checkpoint on disk still describes a consistent prefix, so the next run resumes.
  */

@@ -1,6 +1,6 @@
 /*
  * test_resume.c - exactly-once under crashes, signals, locks and full disks (issue 8,
- * reliability.md 8.1): the real engine with a tiny make-test-model model, compared with one
+ * docs/testing.md, the crash harness): the real engine with a tiny make-test-model model, compared with one
  * uninterrupted run ("golden").
  *
  *   time mode  kill -9 at random moments (up to 3 times a trial), then run to completion
@@ -75,7 +75,7 @@ static int wait_rc(pid_t p) {
 
 static void rm_outputs(void) { assert_int_equal(e2e_sh("cd '%s' && rm -rf out state", g_dir), 0); }
 
-/* The verify of reliability.md 8.5. */
+/* The checks after every trial (docs/testing.md, the crash harness). */
 static void verify(const char *what) {
     size_t n = 0;
     json_t *r = e2e_load_records(g_res, &n), *e = e2e_load_records(g_err, NULL);

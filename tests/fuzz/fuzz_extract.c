@@ -1,5 +1,5 @@
 /*
- * fuzz_extract.c - libFuzzer target: any bytes as a document (reliability.md, hostile inputs).
+ * fuzz_extract.c - libFuzzer target: any bytes as a document (docs/operations.md, security).
  * The first byte picks the format the name would select (text, HTML, gzip, docx, Markdown, a
  * .jsonl line); the rest is the file. A document is extracted or refused with a reason; what
  * comes out is valid UTF-8 without NUL bytes and within the size limit; never a crash, never

@@ -1,5 +1,5 @@
 /*
- * fuzz_job.c - libFuzzer target: any bytes as a job file (reliability.md D7). The parser must
+ * fuzz_job.c - libFuzzer target: any bytes as a job file (docs/testing.md, fuzzing). The parser must
  * return DP_OK or an error with a message; never crash, hang or leak, whatever the nesting,
  * anchors, encodings or sizes.
  */

@@ -1,6 +1,6 @@
 /*
  * fuzz_state.c - libFuzzer target: any bytes as a checkpoint.json and as a ledger.jsonl (the
- * state a resume trusts only after parsing it strictly, reliability.md A7). Either is accepted
+ * state a resume trusts only after parsing it strictly, docs/testing.md, fuzzing). Either is accepted
  * or refused with a message naming the file; never a crash.
  */
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
  * test_gguf.c - the GGUF reader against one handcrafted broken file per bug class
- * (model-spec.md 1.6, reliability.md catalog C1-C5), truncations and byte flips of a valid
+ * (docs/model-formats.md §1.6), truncations and byte flips of a valid
  * file, the writer's round trip, and the fixture models.
  */
 #include "testutil.h"
@@ -176,7 +176,7 @@ static void test_gguf_valid_handcrafted_file_reads_back(void **state) {
     assert_true(eng_gguf_kv_int(arr, 2, &x));
     assert_int_equal(x, 3);
     assert_false(eng_gguf_kv_int(arr, 3, &x));
-    /* type confusion is an error, not a cast (model-spec 1.6 rule 4) */
+    /* type confusion is an error, not a cast (model-formats.md §1.6 rule 4) */
     assert_int_equal(eng_gguf_get_arr(g, "test.values", ENG_GGUF_TYPE_FLOAT32, &arr, &err), DP_EFORMAT);
     assert_non_null(strstr(err.msg, "array of INT32 but must be an array of FLOAT32"));
     uint32_t u;

@@ -237,7 +237,7 @@ static void test_q8_k_activation_quantizer_matches_reference(void **state) {
     with_avx2_too(q8_k_quantizer_check);
 }
 
-/* RoPE as model-spec 4.3 states it, in double: NORMAL pairs (2i, 2i+1) with Llama 3.1 frequency
+/* RoPE as model-formats.md §4.3 states it, in double: NORMAL pairs (2i, 2i+1) with Llama 3.1 frequency
  * divisors, and NEOX pairs (i, i + n_rot/2) without, leaving dims past n_rot alone. */
 static void test_rope_pairs_and_frequency_divisors(void **state) {
     (void)state;

@@ -25,7 +25,7 @@ static void file_sha(const char *path, char hex[65]) {
 }
 
 static void test_memory_estimate_matches_spec_for_qwen35_4b(void **state) {
-    (void)state; /* metadata-only file with the real 4B hyper-parameters (model-spec 0, 8) */
+    (void)state; /* metadata-only file with the real 4B hyper-parameters (model-formats.md §0, 8) */
     eng_gguf_writer *w;
     assert_int_equal(eng_gguf_writer_init(&w), DP_OK);
     eng_gguf_writer_set_str(w, "general.architecture", "qwen35");

@@ -125,7 +125,7 @@ static void test_quantize_dequantize_error_within_format_bounds(void **state) {
 }
 
 static void test_q8_k_follows_the_reference_rule(void **state) {
-    (void)state; /* model-spec 2.4: the largest-magnitude element becomes -127, bsums per 16 */
+    (void)state; /* model-formats.md §2.4: the largest-magnitude element becomes -127, bsums per 16 */
     float x[256];
     uint64_t seed = 3;
     for (int i = 0; i < 256; i++) x[i] = tu_randn(&seed);

@@ -250,7 +250,7 @@ static void test_tokenizer_refuses_other_models_and_pre_tokenizers(void **state)
         if (!strstr(err.msg, c[i].msg)) fail_msg("got '%s', want '%s'", err.msg, c[i].msg);
         eng_gguf_close(g);
     }
-    /* an out-of-range special id is refused (model-spec 1.6 rule 12) */
+    /* an out-of-range special id is refused (model-formats.md §1.6 rule 12) */
     eng_gguf_writer *w;
     assert_int_equal(eng_gguf_writer_init(&w), DP_OK);
     eng_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
