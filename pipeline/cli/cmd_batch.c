@@ -73,7 +73,9 @@ static req *parse_request(const eng_model *m, const char *line, size_t len, int 
         dp_buf b;
         dp_buf_init(&b, (size_t)1 << 28);
         size_t (*spans)[2] = calloc(r->b.n_msgs ? r->b.n_msgs : 1, sizeof(*spans));
-        st = spans ? eng_chat_render_spans(eng_model_chat_kind(m), r->b.msgs, r->b.n_msgs, true, think, &b, spans, &err)
+        /* the request's own enable_thinking wins over --think */
+        const bool t = r->b.think >= 0 ? r->b.think == 1 : think;
+        st = spans ? eng_chat_render_spans(eng_model_chat_kind(m), r->b.msgs, r->b.n_msgs, true, t, &b, spans, &err)
                    : dp_err_set(&err, DP_ENOMEM, "out of memory");
         const char *d = (const char *)b.data;
         size_t at = 0;
@@ -118,18 +120,21 @@ static int write_line(FILE *out, json_t *o) {
 
 typedef struct batch_run {
     FILE *out;
+    FILE *errs;            /* failed requests, as OpenAI's error file (may be out itself) */
     const char *model;
     char fingerprint[20]; /* system_fingerprint of every result */
     char id_prefix[24];   /* batch_req_ ids: unique to this batch, numbered within it */
     long n_id, n_ok, n_engine_err;
     int werr; /* the errno of the first failed write, 0 while none failed */
+    const char *werr_file;
+    const char *out_path, *errs_path;
 } batch_run;
 
 /* "batch_req_" + this batch's prefix + the line's number in the output: unique across batches
  * (as OpenAI's ids are), ordered within one. */
 static void batch_id(batch_run *br, char out[64]) { snprintf(out, 64, "batch_req_%s%06ld", br->id_prefix, ++br->n_id); }
 
-static int write_error(FILE *out, batch_run *br, const req *r) {
+static int write_error(batch_run *br, const req *r) {
     json_t *o = json_object();
     char id[64];
     batch_id(br, id);
@@ -141,7 +146,7 @@ static int write_error(FILE *out, batch_run *br, const req *r) {
     json_object_set_new(e, "message", json_string(r->err_msg));
     json_object_set_new(e, "line", json_integer(r->b.line));
     json_object_set_new(o, "error", e);
-    return write_line(out, o);
+    return write_line(br->errs, o);
 }
 
 static void drop_req(void *r) { req_free(r); }
@@ -197,8 +202,8 @@ static void write_result(void *cb, const pl_gen_out *g) {
         free(r->err_msg);
         r->err_code = strdup("engine_error");
         r->err_msg = strdup(g->error);
-        const int e = write_error(br->out, br, r);
-        if (e && !br->werr) br->werr = e;
+        const int e = write_error(br, r);
+        if (e && !br->werr) br->werr = e, br->werr_file = br->errs_path;
         br->n_engine_err++;
         req_free(r);
         return;
@@ -214,13 +219,39 @@ static void write_result(void *cb, const pl_gen_out *g) {
     json_object_set_new(o, "response", resp);
     json_object_set_new(o, "error", json_null());
     const int e = write_line(br->out, o);
-    if (e && !br->werr) br->werr = e;
+    if (e && !br->werr) br->werr = e, br->werr_file = br->out_path;
     br->n_ok += !e;
     req_free(r);
 }
 
+/* All of standard input (for -i -), at most 2 GiB. */
+static dp_status read_stdin(char **data, size_t *len, dp_err *err) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, stdin)) > 0;) {
+        n += got;
+        if (n == cap) {
+            char *g = cap < ((size_t)1 << 31) ? realloc(buf, 2 * cap + 1) : NULL;
+            if (!g) {
+                free(buf);
+                return dp_err_set(err, DP_ENOMEM, "standard input: more than 2 GiB, or out of memory");
+            }
+            buf = g, cap *= 2;
+        }
+    }
+    if (!buf) return dp_err_set(err, DP_ENOMEM, "out of memory");
+    if (ferror(stdin)) {
+        free(buf);
+        return dp_err_set(err, DP_EIO, "standard input: read error");
+    }
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return DP_OK;
+}
+
 int pl_cmd_batch(int argc, char **argv) {
-    const char *model = NULL, *in = NULL, *outp = NULL;
+    const char *model = NULL, *in = NULL, *outp = NULL, *errp = NULL;
     uint32_t seqs = 8, n_ctx = 4096, threads = 0;
     uint64_t mem = 0;       /* 0 = what the machine has available */
     uint32_t kv_blocks = 0; /* 0 = from the memory budget */
@@ -232,6 +263,7 @@ int pl_cmd_batch(int argc, char **argv) {
         if (!strcmp(o, "-m") || !strcmp(o, "--model")) ok = (model = v) != NULL;
         else if (!strcmp(o, "-i") || !strcmp(o, "--input")) ok = (in = v) != NULL;
         else if (!strcmp(o, "-o") || !strcmp(o, "--output")) ok = (outp = v) != NULL;
+        else if (!strcmp(o, "--errors")) ok = (errp = v) != NULL;
         else if (!strcmp(o, "--seqs")) ok = pl_parse_u32(o, v, 1, 4096, &seqs);
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) ok = pl_parse_u32(o, v, 64, 1u << 24, &n_ctx);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = pl_parse_u32(o, v, 1, 1024, &threads);
@@ -250,9 +282,22 @@ int pl_cmd_batch(int argc, char **argv) {
     dp_err err = {0};
     char *data = NULL;
     size_t len = 0;
-    if (dp_file_read_all(in, (size_t)1 << 31, &data, &len, &err)) {
+    if (!strcmp(in, "-") ? read_stdin(&data, &len, &err) : dp_file_read_all(in, (size_t)1 << 31, &data, &len, &err)) {
         fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
         return PL_EXIT_NOINPUT;
+    }
+    /* failed requests go to their own file, as OpenAI's batches do: --errors, else beside the
+     * output (results.jsonl -> results.errors.jsonl); with -o - they follow the results */
+    char errs_default[4200];
+    if (!errp) {
+        if (!strcmp(outp, "-")) {
+            errp = "-";
+        } else {
+            const size_t n = strlen(outp);
+            const bool jl = n > 6 && !strcmp(outp + n - 6, ".jsonl");
+            snprintf(errs_default, sizeof(errs_default), "%.*s.errors.jsonl", (int)(jl ? n - 6 : n), outp);
+            errp = errs_default;
+        }
     }
     eng_model *m = NULL;
     eng_context *c = NULL;
@@ -277,16 +322,18 @@ int pl_cmd_batch(int argc, char **argv) {
         free(data);
         return PL_EXIT_CONFIG;
     }
-    FILE *out = fopen(outp, "w");
-    if (!out) {
-        fprintf(stderr, "docpipe batch: cannot create %s\n", outp);
+    FILE *out = !strcmp(outp, "-") ? stdout : fopen(outp, "w");
+    FILE *errs = !strcmp(errp, outp) || !strcmp(errp, "-") ? out : fopen(errp, "w");
+    if (!out || !errs) {
+        fprintf(stderr, "docpipe batch: cannot create %s\n", !out ? outp : errp);
+        if (out && out != stdout) fclose(out);
         eng_context_free(c);
         eng_model_free(m);
         free(data);
         return PL_EXIT_CANTCREAT;
     }
     const char *mname = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
-    batch_run br = {.out = out, .model = mname};
+    batch_run br = {.out = out, .errs = errs, .model = mname, .out_path = outp, .errs_path = errp};
     {
         /* the fingerprint from what identifies the model without hashing gigabytes: its name,
          * size and type; the id prefix from this process and moment */
@@ -352,8 +399,8 @@ int pl_cmd_batch(int argc, char **argv) {
                     continue;
                 }
             }
-            const int e = write_error(out, &br, r);
-            if (e && !br.werr) br.werr = e;
+            const int e = write_error(&br, r);
+            if (e && !br.werr) br.werr = e, br.werr_file = br.errs_path;
             n_err++;
             req_free(r);
             if (br.werr) break;
@@ -375,20 +422,22 @@ fail:
     rc = PL_EXIT_CONFIG;
     goto done;
 write_failed:
-    fprintf(stderr, "docpipe batch: cannot write %s: %s; stopped\n", outp, strerror(br.werr));
+    fprintf(stderr, "docpipe batch: cannot write %s: %s; stopped\n", br.werr_file ? br.werr_file : outp,
+            strerror(br.werr));
     rc = PL_EXIT_IOERR;
 done:
     req_free(waiting);
     json_decref(seen);
     if (sch) pl_sched_cancel_all(sch, drop_req);
     pl_sched_free(sch);
-    if (fclose(out) != 0) rc = PL_EXIT_IOERR;
+    if (errs != out && fclose(errs) != 0) rc = PL_EXIT_IOERR;
+    if (out == stdout ? fflush(out) != 0 : fclose(out) != 0) rc = PL_EXIT_IOERR;
     eng_context_free(c);
     eng_model_free(m);
     free(data);
     return rc;
 usage:
-    fprintf(stderr, "usage: docpipe batch -m MODEL.gguf -i requests.jsonl -o results.jsonl [--seqs N] [-c N] [-t N] "
-                    "[--mem SIZE | --kv-blocks N]\n");
+    fprintf(stderr, "usage: docpipe batch -m MODEL.gguf -i requests.jsonl|- -o results.jsonl|- [--errors FILE] [--seqs N] "
+                    "[-c N] [-t N] [--mem SIZE | --kv-blocks N]\n");
     return PL_EXIT_USAGE;
 }

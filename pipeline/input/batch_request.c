@@ -220,6 +220,7 @@ static dp_status unsupported(json_t *body, int line, dp_err *err) {
 
 dp_status pl_batch_req_parse(const char *line, size_t len, int lineno, int32_t n_ctx, pl_batch_req *r, dp_err *err) {
     memset(r, 0, sizeof(*r));
+    r->think = -1;
     r->line = lineno;
     r->sp = eng_sampler_default_params();
     r->sp.temp = 1.0f; /* OpenAI's defaults */
@@ -267,6 +268,15 @@ dp_status pl_batch_req_parse(const char *line, size_t len, int lineno, int32_t n
         goto out;
     }
     if ((st = unsupported(body, lineno, err))) goto out;
+    if ((v = field(body, "chat_template_kwargs"))) { /* vLLM's and llama-server's way to ask for thinking */
+        json_t *et = json_is_object(v) ? json_object_get(v, "enable_thinking") : NULL;
+        if (!json_is_object(v) || (et && !json_is_boolean(et) && !json_is_null(et))) {
+            st = refuse(err, lineno, "body.chat_template_kwargs must be an object whose enable_thinking is true or "
+                        "false, not %s", describe(v, d, sizeof(d)));
+            goto out;
+        }
+        if (json_is_boolean(et)) r->think = json_is_true(et);
+    }
     if ((v = field(body, "model"))) { /* which model the caller named; the one loaded answers */
         if (!json_is_string(v)) {
             st = refuse(err, lineno, "body.model must be a string, not %s", describe(v, d, sizeof(d)));

@@ -20,6 +20,7 @@
 typedef struct pl_batch_req {
     char *custom_id; /* "" where the line has none (it is then refused) */
     char *model;     /* body.model as the line gave it (NULL: none); echoed in the result */
+    int think;       /* body.chat_template_kwargs.enable_thinking: 1, 0, or -1 (not given) */
     int line;
     bool chat; /* /v1/chat/completions (msgs) or /v1/completions (prompt) */
     eng_chat_msg *msgs; /* owned strings: role "system" also for OpenAI's "developer"; content a

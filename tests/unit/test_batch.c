@@ -80,7 +80,9 @@ static void run_arch(const char *arch) {
     json_t *res[4];
     for (int k = 0; k < 4; k++) {
         snprintf(out[k], sizeof(out[k]), "%s", tu_tmp(k == 0 ? "o1.jsonl" : k == 1 ? "o16.jsonl" : k == 2 ? "orev.jsonl" : "o64.jsonl"));
-        int rc = tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --seqs %d -c 256 -t 2", model, inputs[k], out[k], seqs[k]);
+        /* (--errors the same file: one line per request in one place) */
+        int rc = tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --errors '%s' --seqs %d -c 256 -t 2", model, inputs[k],
+                        out[k], out[k], seqs[k]);
         assert_int_equal(rc, 3); /* finished, some requests failed */
         int n_lines;
         res[k] = load_results(out[k], &n_lines);
@@ -127,8 +129,8 @@ static void test_batch_waits_for_kv_blocks_and_refuses_what_never_fits(void **st
     json_t *res[2];
     for (int k = 0; k < 2; k++) {
         snprintf(out[k], sizeof(out[k]), "%s", tu_tmp(k ? "kv2.jsonl" : "kvfull.jsonl"));
-        int rc = tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --seqs 8 -c 1024 -t 2%s", model, in, out[k],
-                        k ? " --kv-blocks 2" : "");
+        int rc = tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --errors '%s' --seqs 8 -c 1024 -t 2%s", model, in,
+                        out[k], out[k], k ? " --kv-blocks 2" : "");
         assert_int_equal(rc, k ? 3 : 0);
         int n_lines;
         res[k] = load_results(out[k], &n_lines);
@@ -162,7 +164,8 @@ static void test_batch_refuses_a_reused_custom_id(void **state) {
                "{\"custom_id\": \"a\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"Two\", \"max_tokens\": 3}}\n"
                "{\"custom_id\": \"b\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"Three\", \"top_p\": 7}}\n");
     fclose(f);
-    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --seqs 2 -c 256 -t 1", model, in, out), 3);
+    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --errors '%s' --seqs 2 -c 256 -t 1", model, in, out,
+                            out), 3);
     f = fopen(out, "r");
     assert_non_null(f);
     char line[4096];
@@ -187,7 +190,8 @@ static void test_batch_refuses_a_reused_custom_id(void **state) {
     assert_true(top_p);
     /* a results file that cannot be written stops the run with 74 rather than computing on */
     if (access("/dev/full", W_OK) == 0)
-        assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o /dev/full -c 256 -t 1", model, in), 74);
+        assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o /dev/full --errors /dev/full -c 256 -t 1", model, in),
+                         74);
 }
 
 /* Special-token text inside a message is plain text: only the chat frame is special. "x <|im_end|>"
@@ -274,11 +278,12 @@ static void test_batch_output_is_openai_shaped(void **state) {
     const char *lines = "{\"custom_id\":\"a\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":"
                         "{\"model\":\"my-model\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3}}\n"
                         "{\"custom_id\":\"b\",\"method\":\"POST\",\"url\":\"/v1/completions\",\"body\":"
-                        "{\"prompt\":\"x\",\"max_tokens\":3}}\n";
+                        "{\"prompt\":\"x\",\"max_tokens\":3}}\n"
+                        "{\"custom_id\":\"bad\",\"method\":\"POST\",\"url\":\"/v1/nothing\",\"body\":{}}\n";
     tu_write_file(in, lines, strlen(lines));
     json_t *ids = json_object();
     for (int batch = 0; batch < 2; batch++) {
-        assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' -c 256 -t 1", model, in, out), 0);
+        assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' -c 256 -t 1", model, in, out), 3);
         char *data = NULL;
         size_t len = 0;
         dp_err err = {0};
@@ -299,6 +304,68 @@ static void test_batch_output_is_openai_shaped(void **state) {
         free(data);
     }
     json_decref(ids);
+    /* the failed request is in the error file beside the output, as OpenAI's batches keep them */
+    char errs[4200];
+    snprintf(errs, sizeof(errs), "%s", out);
+    snprintf(errs + strlen(errs) - strlen(".jsonl"), sizeof(errs) - strlen(errs) + 6, ".errors.jsonl");
+    char *e = NULL;
+    size_t elen = 0;
+    dp_err err = {0};
+    assert_int_equal(dp_file_read_all(errs, 1 << 20, &e, &elen, &err), DP_OK);
+    json_t *eo = json_loads(e, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(eo, "custom_id")), "bad");
+    assert_true(json_is_null(json_object_get(eo, "response")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(eo, "error"), "code")), "invalid_request");
+    json_decref(eo);
+    free(e);
+    /* -i - and -o -: the requests on stdin, results and errors on stdout */
+    char *piped = NULL;
+    assert_int_equal(tu_run(&piped, "batch -m '%s' -i - -o - -c 256 -t 1 < '%s'", model, in), 3);
+    int n_piped = 0;
+    for (const char *p = piped; (p = strchr(p, '\n')); p++) n_piped++;
+    assert_int_equal(n_piped, 3);
+    assert_non_null(strstr(piped, "\"custom_id\":\"bad\""));
+    free(piped);
+}
+
+/* chat_template_kwargs.enable_thinking per request overrides --think: the prompt of a request
+ * that turns thinking off holds the empty think block, the other does not */
+static void test_batch_enable_thinking_per_request(void **state) {
+    (void)state;
+    const char *model = tu_tmp("think.gguf"), *in = tu_tmp("think.jsonl"), *out = tu_tmp("think-out.jsonl");
+    assert_int_equal(tu_run(NULL, "make-test-model --arch qwen3 --out '%s'", model), 0);
+    const char *lines = "{\"custom_id\":\"on\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":"
+                        "[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":1,\"chat_template_kwargs\":"
+                        "{\"enable_thinking\":true}}}\n"
+                        "{\"custom_id\":\"off\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":"
+                        "[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":1,\"chat_template_kwargs\":"
+                        "{\"enable_thinking\":false}}}\n"
+                        "{\"custom_id\":\"bad\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":"
+                        "[{\"role\":\"user\",\"content\":\"hi\"}],\"chat_template_kwargs\":"
+                        "{\"enable_thinking\":\"yes\"}}}\n";
+    tu_write_file(in, lines, strlen(lines));
+    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --errors '%s' -c 256 -t 1", model, in, out, out), 3);
+    char *data = NULL;
+    size_t len = 0;
+    dp_err err = {0};
+    assert_int_equal(dp_file_read_all(out, 1 << 20, &data, &len, &err), DP_OK);
+    json_int_t pt_on = -1, pt_off = -1;
+    bool refused = false;
+    for (char *l = strtok(data, "\n"); l; l = strtok(NULL, "\n")) {
+        json_t *o = json_loads(l, 0, NULL);
+        const char *cid = json_string_value(json_object_get(o, "custom_id"));
+        json_t *u = json_object_get(json_object_get(json_object_get(o, "response"), "body"), "usage");
+        if (!strcmp(cid, "on")) pt_on = json_integer_value(json_object_get(u, "prompt_tokens"));
+        if (!strcmp(cid, "off")) pt_off = json_integer_value(json_object_get(u, "prompt_tokens"));
+        if (!strcmp(cid, "bad"))
+            refused = strstr(json_string_value(json_object_get(json_object_get(o, "error"), "message")),
+                             "chat_template_kwargs") != NULL;
+        json_decref(o);
+    }
+    free(data);
+    /* Qwen3 with thinking off adds "<think>\n\n</think>\n\n" to the assistant turn */
+    assert_true(pt_on > 0 && pt_off > pt_on);
+    assert_true(refused);
 }
 
 static void test_batch_usage_errors(void **state) {
@@ -317,6 +384,7 @@ int main(void) {
         cmocka_unit_test(test_batch_refuses_a_reused_custom_id),
         cmocka_unit_test(test_batch_usage_errors),
         cmocka_unit_test(test_batch_output_is_openai_shaped),
+        cmocka_unit_test(test_batch_enable_thinking_per_request),
         cmocka_unit_test(test_batch_message_text_never_becomes_control_tokens),
     };
     return cmocka_run_group_tests_name("batch", tests, NULL, NULL);
