@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "dynbuf.h"
+#include "extract_internal.h"
 #include "platform.h"
 #include "utf8.h"
 
@@ -51,11 +52,12 @@ static const char *const k_text_ext[] = {"txt", "md", "markdown", "rst", "text",
                                          "vue", "svelte", "css", "scss", "tex", "cmake", "mk", "proto", "gradle",
                                          "", NULL};
 static const char *const k_html_ext[] = {"html", "htm", "xhtml", NULL};
+static const char *const k_office_ext[] = {"docx", "pptx", "xlsx", "odt", "epub", NULL};
 
 int pl_extract_supported(const char *name) {
     const char *e = ext_of(name);
     return ext_is(e, k_text_ext) || ext_is(e, k_html_ext) ||
-           ext_is(e, (const char *const[]){"gz", "docx", "jsonl", "pdf", NULL});
+           ext_is(e, k_office_ext) || ext_is(e, (const char *const[]){"gz", "jsonl", "pdf", NULL});
 }
 
 /* Raw bytes -> valid UTF-8 (BOMs, UTF-16, repair). */
@@ -118,7 +120,7 @@ static const char *const k_block[] = {"p", "div", "br", "li", "ul", "ol", "h1", 
                                       "dt", "dd", "title", "td", "th", "nav", "aside", "main", "figure", "form",
                                       NULL};
 
-static int put_entity(const char *s, size_t n, dp_buf *o) {
+int pl_put_entity(const char *s, size_t n, dp_buf *o) {
     /* s points after '&', n bytes available; returns bytes consumed after '&' or 0 */
     static const struct { const char *name; uint32_t cp; } named[] = {
         {"amp", '&'}, {"lt", '<'}, {"gt", '>'}, {"quot", '"'}, {"apos", '\''}, {"nbsp", 0xA0}, {"copy", 0xA9},
@@ -151,7 +153,7 @@ static int put_entity(const char *s, size_t n, dp_buf *o) {
     return (int)semi + 1;
 }
 
-static void html_to_text(const char *s, size_t n, dp_buf *o) {
+void pl_html_to_text(const char *s, size_t n, dp_buf *o) {
     int skip = 0; /* inside <script> or <style> */
     int pending_nl = 0, pending_space = 0;
     for (size_t i = 0; i < n;) {
@@ -195,7 +197,7 @@ static void html_to_text(const char *s, size_t n, dp_buf *o) {
         }
         pending_nl = pending_space = 0;
         if (c == '&') {
-            int used = put_entity(s + i + 1, n - i - 1, o);
+            int used = pl_put_entity(s + i + 1, n - i - 1, o);
             if (used) {
                 i += (size_t)used + 1;
                 continue;
@@ -256,109 +258,6 @@ static pl_doc_error gunzip(const uint8_t *d, size_t n, size_t max, dp_buf *out, 
 }
 
 /* ---- docx: zip container, word/document.xml ---------------------------------------------- */
-
-static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
-static uint32_t rd32(const uint8_t *p) { return rd16(p) | rd16(p + 2) << 16; }
-
-/* Finds and inflates one member of a zip archive, every offset checked against n. */
-static pl_doc_error zip_member(const uint8_t *d, size_t n, const char *want, size_t max, dp_buf *out, dp_err *err) {
-    if (n < 22) return dp_err_set(err, DP_EFORMAT, "not a zip archive"), PL_DOC_UNREADABLE;
-    size_t eocd = SIZE_MAX;
-    for (size_t i = n - 22 + 1; i-- > 0 && n - i <= 65557;)
-        if (rd32(d + i) == 0x06054b50u) {
-            eocd = i;
-            break;
-        }
-    if (eocd == SIZE_MAX) return dp_err_set(err, DP_EFORMAT, "zip end-of-directory record not found"), PL_DOC_UNREADABLE;
-    const size_t n_ent = rd16(d + eocd + 10), cd_off = rd32(d + eocd + 16);
-    size_t p = cd_off;
-    const size_t wl = strlen(want);
-    for (size_t e = 0; e < n_ent; e++) {
-        if (p > n || n - p < 46 || rd32(d + p) != 0x02014b50u)
-            return dp_err_set(err, DP_EFORMAT, "corrupt zip central directory"), PL_DOC_UNREADABLE;
-        const uint32_t method = rd16(d + p + 10), csize = rd32(d + p + 20), usize = rd32(d + p + 24);
-        const size_t nl = rd16(d + p + 28), xl = rd16(d + p + 30), cl = rd16(d + p + 32), lho = rd32(d + p + 42);
-        if (n - p - 46 < nl) return dp_err_set(err, DP_EFORMAT, "corrupt zip entry name"), PL_DOC_UNREADABLE;
-        if (nl == wl && !memcmp(d + p + 46, want, wl)) {
-            if (lho > n || n - lho < 30 || rd32(d + lho) != 0x04034b50u)
-                return dp_err_set(err, DP_EFORMAT, "corrupt zip local header"), PL_DOC_UNREADABLE;
-            const size_t data_off = lho + 30 + rd16(d + lho + 26) + rd16(d + lho + 28);
-            if (data_off > n || n - data_off < csize)
-                return dp_err_set(err, DP_EFORMAT, "zip member '%s' runs past the end", want), PL_DOC_UNREADABLE;
-            if (usize > max) return dp_err_set(err, DP_ERANGE, "'%s' is %u bytes uncompressed", want, usize), PL_DOC_TOO_LARGE;
-            dp_buf_init(out, max);
-            if (method == 0) {
-                if (dp_buf_append(out, d + data_off, csize)) return PL_DOC_TOO_LARGE;
-                return PL_DOC_OK;
-            }
-            if (method != 8) return dp_err_set(err, DP_EUNSUPPORTED, "zip method %u", method), PL_DOC_UNREADABLE;
-            z_stream z;
-            memset(&z, 0, sizeof(z));
-            if (inflateInit2(&z, -MAX_WBITS) != Z_OK) return PL_DOC_UNREADABLE;
-            z.next_in = (Bytef *)(uintptr_t)(d + data_off);
-            z.avail_in = csize;
-            uint8_t chunk[65536];
-            pl_doc_error rc = PL_DOC_OK;
-            for (;;) {
-                z.next_out = chunk;
-                z.avail_out = sizeof(chunk);
-                int r = inflate(&z, Z_NO_FLUSH);
-                if (dp_buf_append(out, chunk, sizeof(chunk) - z.avail_out)) {
-                    dp_err_set(err, DP_ERANGE, "'%s' inflates past %zu bytes", want, max);
-                    rc = PL_DOC_TOO_LARGE;
-                    break;
-                }
-                if (r == Z_STREAM_END) break;
-                if (r != Z_OK) {
-                    dp_err_set(err, DP_EFORMAT, "corrupt deflate data in '%s'", want);
-                    rc = PL_DOC_UNREADABLE;
-                    break;
-                }
-            }
-            inflateEnd(&z);
-            if (rc) dp_buf_free(out);
-            return rc;
-        }
-        p += 46 + nl + xl + cl;
-    }
-    dp_err_set(err, DP_EFORMAT, "no '%s' in the archive", want);
-    return PL_DOC_UNREADABLE;
-}
-
-static void xml_text(const char *s, size_t n, dp_buf *o) {
-    size_t i = 0;
-    int in_t = 0;
-    while (i < n) {
-        if (s[i] == '<') {
-            const char *gt = memchr(s + i, '>', n - i);
-            size_t end = gt ? (size_t)(gt - s) + 1 : n;
-            const char *tag = s + i + 1;
-            size_t tl = end - i - 1;
-            if (tl >= 4 && !memcmp(tag, "w:t>", 4)) in_t = 1;
-            else if (tl >= 4 && !memcmp(tag, "w:t ", 4)) in_t = tag[tl - 2] != '/';
-            else if (tl >= 4 && !memcmp(tag, "/w:t", 4)) in_t = 0;
-            else if (tl >= 5 && !memcmp(tag, "/w:p", 4) && (tag[4] == '>' || tag[4] == ' ')) dp_buf_append(o, "\n", 1);
-            else if (tl >= 6 && !memcmp(tag, "w:tab", 5) && (tag[5] == '/' || tag[5] == ' ')) dp_buf_append(o, "\t", 1);
-            else if (tl >= 5 && (!memcmp(tag, "w:br", 4) || !memcmp(tag, "w:cr", 4)) && (tag[4] == '/' || tag[4] == ' '))
-                dp_buf_append(o, "\n", 1);
-            i = end;
-            continue;
-        }
-        if (in_t) {
-            if (s[i] == '&') {
-                int used = put_entity(s + i + 1, n - i - 1, o);
-                if (used) {
-                    i += (size_t)used + 1;
-                    continue;
-                }
-            }
-            dp_buf_append(o, s + i, 1);
-        }
-        i++;
-    }
-    while (o->len && o->data[o->len - 1] == '\n') o->len--;
-    if (o->data) o->data[o->len] = 0;
-}
 
 pl_doc_error pl_extract_jsonl_line(const char *line, size_t len, const char *field, size_t max, pl_doc_text *out,
                                    dp_err *err) {
@@ -438,24 +337,15 @@ pl_doc_error pl_extract_text(const char *name, const uint8_t *data, size_t len, 
                              dp_err *err) {
     memset(out, 0, sizeof(*out));
     const char *e = ext_of(name);
-    if (ext_is(e, (const char *const[]){"docx", NULL})) {
-        dp_buf xml;
-        pl_doc_error r = zip_member(data, len, "word/document.xml", max, &xml, err);
-        if (r) return r;
-        const uint8_t *nul = xml.len ? memchr(xml.data, 0, xml.len) : NULL;
-        if (nul) { /* XML has no NUL character: a damaged member, and text must not carry one */
-            dp_err_set(err, DP_EFORMAT, "word/document.xml: NUL byte at offset %zu", (size_t)(nul - xml.data));
-            dp_buf_free(&xml);
-            return PL_DOC_UNREADABLE;
-        }
+    if (ext_is(e, k_office_ext)) {
         dp_buf t;
-        dp_buf_init(&t, max);
-        xml_text(xml.data ? (const char *)xml.data : "", xml.len, &t);
-        dp_buf_free(&xml);
+        const char *format = NULL;
+        pl_doc_error r = pl_extract_office(e, data, len, max, &t, &format, err);
+        if (r) return r;
         dp_buf_append(&t, "", 0);
         const bool ok = set_repaired(t.data, t.len, out);
         dp_buf_free(&t);
-        out->format = "docx";
+        out->format = format;
         return ok ? PL_DOC_OK : PL_DOC_UNREADABLE;
     }
     dp_buf raw = {0};
@@ -494,7 +384,7 @@ pl_doc_error pl_extract_text(const char *name, const uint8_t *data, size_t len, 
     if (html) {
         dp_buf h;
         dp_buf_init(&h, max);
-        html_to_text((const char *)text.data, text.len, &h);
+        pl_html_to_text((const char *)text.data, text.len, &h);
         dp_buf_free(&text);
         text = h;
     }

@@ -5,7 +5,8 @@
  *   text formats  .txt .md .rst and source code: byte-order marks handled (UTF-8, UTF-16 LE/BE)
  *   .html .htm    tags, scripts and styles dropped, entities decoded, block elements -> line breaks
  *   .gz           zlib, every member of a multi-member file, then by the inner name's extension
- *   .docx         the text of word/document.xml (zip + deflate), one line per paragraph
+ *   .docx .pptx .xlsx .odt .epub   zip + XML office documents (office.c): paragraphs; slides as
+ *                 pages; sheets as tab-separated rows; chapters in spine order
  *   .pdf          the text layer, by poppler's pdftotext (-layout, UTF-8; the bytes on its stdin,
  *                 no shell, 120 s and the size limit): pages end with a form feed (\f)
  *   .jsonl        not here: each line is a document of its own, see pl_extract_jsonl_line

@@ -49,8 +49,8 @@ static bool push_item(pl_run *r, pl_item *it) {
     return true;
 }
 
-/* A document whose text marks page ends with form feeds (pdftotext's output). */
-static bool paged(const pl_unit *u) { return u->format && strstr(u->format, "pdf"); }
+/* A document whose text marks page ends with form feeds: pdftotext's pages, a deck's slides. */
+static bool paged(const pl_unit *u) { return u->format && (strstr(u->format, "pdf") || !strcmp(u->format, "pptx")); }
 
 /* The 1-based page of byte `at` of a paged text: one more than the form feeds before it. */
 static int32_t page_at(const char *text, size_t at) {
@@ -67,7 +67,7 @@ static bool chunk_doc(pl_run *r, eng_tok_ws *ws, pl_doc *d) {
         size_t i = 0;
         while (i < d->text.len && strchr(" \t\r\n\f\v", d->text.text[i])) i++;
         if (i == d->text.len)
-            doc_fail(u, "empty_document", paged(u) ? "the PDF has no text layer (scanned pages?): it needs OCR "
+            doc_fail(u, "empty_document", paged(u) && strstr(u->format, "pdf") ? "the PDF has no text layer (scanned pages?): it needs OCR "
                      "first, e.g. ocrmypdf, which adds one" : "the document has no text");
     }
     if (u->skipped || u->err_code) {

@@ -1,7 +1,7 @@
 /*
  * fuzz_extract.c - libFuzzer target: any bytes as a document (docs/operations.md, security).
  * The first byte picks the format the name would select (text, HTML, gzip, docx, Markdown, a
- * .jsonl line); the rest is the file. A document is extracted or refused with a reason; what
+ * .jsonl line, pptx, xlsx, odt, epub); the rest is the file. A document is extracted or refused with a reason; what
  * comes out is valid UTF-8 without NUL bytes and within the size limit; never a crash, never
  * more memory than the limit allows.
  */
@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     static const char *const names[] = {"a.txt", "a.html", "a.txt.gz", "a.docx", "a.md", "a.jsonl", "a.htm.gz",
-                                        "a.c"};
+                                        "a.c",   "a.pptx", "a.xlsx",   "a.odt",  "a.epub"};
     const size_t max_bytes = 1u << 20;
     const char *name = names[data[0] % (sizeof(names) / sizeof(names[0]))];
     pl_doc_text t;

@@ -6,7 +6,8 @@ GGUF seeds are small valid files covering every metadata type, arrays of strings
 headers, a non-default alignment and a few tensor types, so mutations reach deep parser states.
 Document seeds are one format byte (the order of names[] in fuzz_extract.c) and a small
 document of each kind the reader decodes: UTF-8 and UTF-16 text, HTML with entities, scripts
-and comments, gzip (one and two members), a docx, a .jsonl line.
+and comments, gzip (one and two members), a docx, a .jsonl line, a pptx, an xlsx, an odt and
+an epub.
 Run from this folder: python3 make_corpus.py
 """
 import gzip
@@ -100,6 +101,14 @@ def docx(paragraphs) -> bytes:
     return buf.getvalue()
 
 
+def zipped(members) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in members.items():
+            z.writestr(zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0)), text)
+    return buf.getvalue()
+
+
 def main_extract():
     os.makedirs(OUT_EXTRACT, exist_ok=True)
     html = (b"<!DOCTYPE html><html><head><style>p{}</style><script>var a='<p>';</script></head><body>"
@@ -120,6 +129,29 @@ def main_extract():
         "docx": b"\x03" + docx(["First paragraph &amp; more.", "Second: caf\u00e9."]),
         "markdown": b"\x04# Title\n\n- item *one*\n- item `two`\n\n```c\nint x;\n```\n",
         "jsonl-line": b'\x05{"id": 1, "text": "a document \\u00e9 with \\n escapes"}',
+        "pptx": b"\x08" + zipped({
+            "[Content_Types].xml": "<Types/>",
+            "ppt/slides/slide1.xml": "<p:sld><a:p><a:r><a:t>First &amp; slide</a:t></a:r><a:br/></a:p></p:sld>",
+            "ppt/slides/slide2.xml": "<p:sld><a:p><a:r><a:t>Second</a:t></a:r></a:p></p:sld>"}),
+        "xlsx": b"\x09" + zipped({
+            "xl/workbook.xml": '<workbook><sheets><sheet name="S1" sheetId="1"/></sheets></workbook>',
+            "xl/sharedStrings.xml": "<sst><si><t>item</t></si><si><r><t>a</t></r><r><t>b</t></r></si></sst>",
+            "xl/worksheets/sheet1.xml": '<worksheet><sheetData><row r="1"><c r="A1" t="s"><v>0</v></c>'
+                                        '<c r="B1"><v>2.5</v></c><c t="inlineStr"><is><t>x</t></is></c></row>'
+                                        '<row r="2"><c t="s"><v>1</v></c></row></sheetData></worksheet>'}),
+        "odt": b"\x0a" + zipped({
+            "mimetype": "application/vnd.oasis.opendocument.text",
+            "content.xml": "<office:document-content><office:body><office:text><text:h>T</text:h>"
+                           "<text:p>a<text:tab/>b<text:line-break/>c</text:p><table:table><table:table-row>"
+                           "<table:table-cell><text:p>x</text:p></table:table-cell></table:table-row></table:table>"
+                           "</office:text></office:body></office:document-content>"}),
+        "epub": b"\x0b" + zipped({
+            "mimetype": "application/epub+zip",
+            "META-INF/container.xml": '<container><rootfiles><rootfile full-path="O/b.opf"/></rootfiles></container>',
+            "O/b.opf": '<package><manifest><item id="a" href="a.xhtml"/><item id="b" href="b.xhtml"/></manifest>'
+                       '<spine><itemref idref="b"/><itemref idref="a"/></spine></package>',
+            "O/a.xhtml": "<html><body><p>A &eacute;</p></body></html>",
+            "O/b.xhtml": "<html><body><h1>B</h1></body></html>"}),
     }
     for name, data in seeds.items():
         with open(os.path.join(OUT_EXTRACT, name), "wb") as f:

@@ -4,6 +4,7 @@
  */
 #include "testutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -166,6 +167,98 @@ static void test_docx_paragraphs(void **state) {
     free(zip);
 }
 
+/* A zip of several members, stored (method 0), in the order given. */
+static size_t make_zip_many(const char *const *members, const char *const *contents, int n_members, uint8_t *out) {
+    size_t o = 0, offs[16];
+#define W16(v) (out[o++] = (uint8_t)(v), out[o++] = (uint8_t)((v) >> 8))
+#define W32(v) (W16((v) & 0xFFFF), W16(((uint32_t)(v)) >> 16))
+    for (int i = 0; i < n_members; i++) {
+        const size_t n = strlen(contents[i]), nl = strlen(members[i]);
+        offs[i] = o;
+        W32(0x04034b50); W16(20); W16(0); W16(0); W16(0); W16(0); W32(0); W32(n); W32(n); W16(nl); W16(0);
+        memcpy(out + o, members[i], nl); o += nl;
+        memcpy(out + o, contents[i], n); o += n;
+    }
+    const size_t cd = o;
+    for (int i = 0; i < n_members; i++) {
+        const size_t n = strlen(contents[i]), nl = strlen(members[i]);
+        W32(0x02014b50); W16(20); W16(20); W16(0); W16(0); W16(0); W16(0); W32(0); W32(n); W32(n); W16(nl);
+        W16(0); W16(0); W16(0); W16(0); W32(0); W32(offs[i]);
+        memcpy(out + o, members[i], nl); o += nl;
+    }
+    const size_t cd_size = o - cd;
+    W32(0x06054b50); W16(0); W16(0); W16(n_members); W16(n_members); W32(cd_size); W32(cd); W16(0);
+#undef W16
+#undef W32
+    return o;
+}
+
+/* pptx (slides by number, one page each), xlsx (sheets, shared and inline strings, numbers),
+ * odt (paragraphs, tabs, table cells), epub (chapters in spine order, not archive order). */
+static void test_office_formats(void **state) {
+    (void)state;
+    uint8_t *zip = malloc(1 << 17);
+    pl_doc_text t;
+    const char *sl = "<p:sld><p:txBody><a:p><a:r><a:t>Slide %s</a:t></a:r><a:br/><a:r><a:t>b&amp;c</a:t></a:r></a:p>"
+                     "</p:txBody></p:sld>";
+    char s1[256], s2[256], s10[256];
+    snprintf(s1, sizeof(s1), sl, "one");
+    snprintf(s2, sizeof(s2), sl, "two");
+    snprintf(s10, sizeof(s10), sl, "ten");
+    const char *pm[] = {"[Content_Types].xml", "ppt/slides/slide10.xml", "ppt/slides/slide2.xml", "ppt/slides/slide1.xml"};
+    const char *pc[] = {"<Types/>", s10, s2, s1};
+    size_t n = make_zip_many(pm, pc, 4, zip);
+    assert_int_equal(run("deck.pptx", zip, n, 1 << 20, &t), PL_DOC_OK);
+    assert_string_equal(t.text, "Slide one\nb&c\n\fSlide two\nb&c\n\fSlide ten\nb&c\n\f");
+    assert_string_equal(t.format, "pptx");
+    pl_doc_text_free(&t);
+
+    const char *xm[] = {"xl/workbook.xml", "xl/sharedStrings.xml", "xl/worksheets/sheet1.xml", "xl/worksheets/sheet2.xml"};
+    const char *xc[] = {"<workbook><sheets><sheet name=\"Costs\" sheetId=\"1\"/><sheet name=\"Notes\" sheetId=\"2\"/>"
+                        "</sheets></workbook>",
+                        "<sst><si><t>item</t></si><si><r><t>rent</t></r><r><t> hall</t></r></si></sst>",
+                        "<worksheet><sheetData><row r=\"1\"><c r=\"A1\" t=\"s\"><v>0</v></c><c r=\"B1\"><v>12.5</v></c>"
+                        "</row><row r=\"2\"><c r=\"A2\" t=\"s\"><v>1</v></c><c r=\"B2\"/><c r=\"C2\"><v>3</v></c></row>"
+                        "</sheetData></worksheet>",
+                        "<worksheet><sheetData><row><c t=\"inlineStr\"><is><t>see &lt;p&gt;</t></is></c></row></sheetData>"
+                        "</worksheet>"};
+    n = make_zip_many(xm, xc, 4, zip);
+    assert_int_equal(run("book.xlsx", zip, n, 1 << 20, &t), PL_DOC_OK);
+    assert_string_equal(t.text, "# Costs\nitem\t12.5\nrent hall\t3\n\n# Notes\nsee <p>");
+    pl_doc_text_free(&t);
+
+    const char *om[] = {"mimetype", "content.xml"};
+    const char *oc[] = {"application/vnd.oasis.opendocument.text",
+                        "<office:document-content><office:automatic-styles><style:style/></office:automatic-styles>"
+                        "<office:body><office:text><text:h>Title</text:h><text:p>a<text:tab/>b<text:line-break/>c</text:p>"
+                        "<table:table><table:table-row><table:table-cell><text:p>x</text:p></table:table-cell>"
+                        "<table:table-cell><text:p>y</text:p></table:table-cell></table:table-row></table:table>"
+                        "</office:text></office:body></office:document-content>"};
+    n = make_zip_many(om, oc, 2, zip);
+    assert_int_equal(run("memo.odt", zip, n, 1 << 20, &t), PL_DOC_OK);
+    assert_string_equal(t.text, "Title\na\tb\nc\nx\n\ty");
+    pl_doc_text_free(&t);
+
+    const char *em[] = {"mimetype", "META-INF/container.xml", "OEBPS/ch2.xhtml", "OEBPS/ch1.xhtml", "OEBPS/book.opf"};
+    const char *ec[] = {"application/epub+zip",
+                        "<container><rootfiles><rootfile full-path=\"OEBPS/book.opf\" media-type=\"x\"/></rootfiles>"
+                        "</container>",
+                        "<html><body><p>Second chapter.</p></body></html>",
+                        "<html><body><h1>One</h1><p>First chapter.</p></body></html>",
+                        "<package><manifest><item id=\"c2\" href=\"ch2.xhtml\"/><item id=\"c1\" href=\"ch1.xhtml\"/>"
+                        "</manifest><spine><itemref idref=\"c1\"/><itemref idref=\"c2\"/></spine></package>"};
+    n = make_zip_many(em, ec, 5, zip);
+    assert_int_equal(run("book.epub", zip, n, 1 << 20, &t), PL_DOC_OK);
+    assert_string_equal(t.text, "One\nFirst chapter.\n\nSecond chapter.");
+    pl_doc_text_free(&t);
+    /* broken ones are refused, never a crash */
+    for (size_t cut = 0; cut < n; cut += 5) assert_int_not_equal(run("book.epub", zip, cut, 1 << 20, &t), PL_DOC_OK);
+    assert_int_equal(run("deck.pptx", "PK\x05\x06", 4, 1 << 20, &t), PL_DOC_UNREADABLE);
+    assert_true(pl_extract_supported("a.pptx") && pl_extract_supported("a.xlsx") && pl_extract_supported("a.odt") &&
+                pl_extract_supported("a.epub"));
+    free(zip);
+}
+
 static void test_jsonl_lines(void **state) {
     (void)state;
     pl_doc_text t;
@@ -189,6 +282,7 @@ int main(void) {
         cmocka_unit_test(test_html_to_text),
         cmocka_unit_test(test_gzip_members_and_bombs),
         cmocka_unit_test(test_docx_paragraphs),
+        cmocka_unit_test(test_office_formats),
         cmocka_unit_test(test_jsonl_lines),
     };
     return cmocka_run_group_tests_name("extract", tests, NULL, NULL);
