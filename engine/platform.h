@@ -177,6 +177,13 @@ void dp_sleep_ms(int ms);
 dp_status dp_process_run(const char *const *argv, const void *in, size_t in_len, int timeout_ms, size_t max_out,
                          char **out, size_t *out_len, char *err_tail, size_t err_cap, int *exit_code, dp_err *err);
 
+/* Writes data to a new private file (mode 0600) in the temporary folder ($TMPDIR or /tmp) whose
+ * name ends with suffix (e.g. ".doc": converters look at it); its path into path (cap bytes).
+ * The caller removes it (dp_remove). */
+dp_status dp_temp_file(const char *suffix, const void *data, size_t len, char *path, size_t cap, dp_err *err);
+/* Whether a program of that name is found on PATH (or exists, for a name with a slash). */
+bool dp_program_exists(const char *name);
+
 /* Stop requests: SIGINT, SIGTERM and SIGUSR1 (on POSIX) each add one to a counter the program
  * polls with dp_stop_requests(). The handler only stores a number (async-signal-safe). When
  * hard_exit_code >= 0, a second SIGINT ends the process at once with that code: the on-disk

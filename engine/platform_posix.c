@@ -710,3 +710,42 @@ dp_status dp_process_run(const char *const *argv, const void *in, size_t in_len,
     *out_len = n;
     return DP_OK;
 }
+
+dp_status dp_temp_file(const char *suffix, const void *data, size_t len, char *path, size_t cap, dp_err *err) {
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    const size_t sl = strlen(suffix);
+    if (sl > 32 || snprintf(path, cap, "%s/docpipe-XXXXXX%s", dir, suffix) >= (int)cap)
+        return dp_err_set(err, DP_EINVAL, "temporary file name too long");
+    int fd = mkstemps(path, (int)sl);
+    if (fd < 0) return dp_err_set(err, dp_status_from_errno(errno), "%s: %s", path, strerror(errno));
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(fd, (const char *)data + off, len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            dp_status st = dp_err_set(err, dp_status_from_errno(errno), "%s: %s", path, strerror(errno));
+            close(fd);
+            unlink(path);
+            return st;
+        }
+        off += (size_t)w;
+    }
+    close(fd);
+    return DP_OK;
+}
+
+bool dp_program_exists(const char *name) {
+    if (strchr(name, '/')) return access(name, X_OK) == 0;
+    const char *p = getenv("PATH");
+    if (!p) p = "/usr/bin:/bin";
+    char buf[4096];
+    while (*p) {
+        const char *colon = strchr(p, ':');
+        const size_t n = colon ? (size_t)(colon - p) : strlen(p);
+        if (snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, n ? p : ".", name) < (int)sizeof(buf) &&
+            access(buf, X_OK) == 0)
+            return true;
+        p += n + (colon ? 1 : 0);
+    }
+    return false;
+}

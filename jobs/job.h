@@ -68,6 +68,15 @@ typedef struct job_spec {
         char *intermediate;     /* (optional, map-reduce) where map and partial-reduce results go */
     } outputs;
     char *state_dir;
+    /* converters: an extension (".doc", lower case) -> a program and its arguments, "{input}"
+     * standing for the document's path */
+    struct job_converter {
+        char *ext;
+        char **argv;
+        size_t argc;
+        int line, col;
+    } *converters;
+    size_t n_converters;
 } job_spec;
 
 /* Parses and validates path. On error *out is untouched and err says FILE:LINE:COL: what.

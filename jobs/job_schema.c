@@ -76,7 +76,8 @@ static const field k_fields[] = {
     {"", "state_dir", F_PATH, S(state_dir), false, "state", 0, 0, NULL},
 };
 #define N_FIELDS (sizeof(k_fields) / sizeof(k_fields[0]))
-static const char *const k_sections[] = {"model", "inputs", "prompts", "generation", "chunking", "outputs", "state_dir"};
+static const char *const k_sections[] = {"model",    "inputs",  "prompts",   "generation",
+                                         "chunking", "outputs", "state_dir", "converters"};
 
 static const char *const k_vars[] = {"content", "path", "filename", "ext", "chunk_index", "chunk_count", "date",
                                      "doc_sha256"};
@@ -480,7 +481,7 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
         if (!known) {
             const char *s = suggest(NULL, k->text);
             fail(c, k, "unknown section '%s'%s%s%s (sections: model, inputs, prompts, generation, chunking, "
-                 "outputs, state_dir)", k->text, s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
+                 "outputs, state_dir, converters)", k->text, s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
             continue;
         }
         for (size_t p = 0; p < i; p += 2)
@@ -535,6 +536,41 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
             ji->col = e->col;
             st = apply_section(c, "inputs[]", e, e, (uint8_t *)ji);
             if (st && st != DP_EFORMAT) return st;
+        }
+    }
+    /* converters: {".ext": [program, arg, ...]} */
+    const job_node *cv = map_get(root, "converters");
+    if (cv && cv->kind != JOB_NODE_MAP) fail(c, cv, "converters must be a mapping of extensions to commands, not %s",
+                                             kind_name(cv));
+    else if (cv && cv->n) {
+        j->converters = calloc(cv->n / 2, sizeof(*j->converters));
+        if (!j->converters) return dp_err_set(c->err, DP_ENOMEM, "out of memory");
+        for (size_t i = 0; i + 1 < cv->n; i += 2) {
+            const job_node *k = cv->items[i], *v = cv->items[i + 1];
+            if (k->len < 2 || k->text[0] != '.' || strchr(k->text + 1, '.') || strchr(k->text, '/')) {
+                fail(c, k, "converters: '%s' must be an extension such as .doc", k->text);
+                continue;
+            }
+            if (v->kind != JOB_NODE_SEQ || v->n == 0) {
+                fail(c, v, "converters.%s must be a list: the program, then its arguments, e.g. [antiword, "
+                     "\"{input}\"]", k->text + 1);
+                continue;
+            }
+            struct job_converter *jc = &j->converters[j->n_converters++];
+            jc->line = k->line, jc->col = k->col;
+            jc->ext = dupstr(k->text, k->len);
+            jc->argv = calloc(v->n + 1, sizeof(char *));
+            if (!jc->ext || !jc->argv) return dp_err_set(c->err, DP_ENOMEM, "out of memory");
+            for (char *x = jc->ext; *x; x++) *x = (char)tolower((unsigned char)*x);
+            for (size_t a = 0; a < v->n; a++) {
+                const job_node *arg = v->items[a];
+                if (arg->kind != JOB_NODE_SCALAR || (a == 0 && !arg->len)) {
+                    fail(c, arg, "converters.%s: each entry must be a string (the first the program)", k->text + 1);
+                    break;
+                }
+                if (!(jc->argv[jc->argc++] = dupstr(arg->text, arg->len)))
+                    return dp_err_set(c->err, DP_ENOMEM, "out of memory");
+            }
         }
     }
     /* cross-field rules: only between values that parsed */
@@ -632,5 +668,10 @@ void job_spec_free(job_spec *j) {
     free(j->outputs.metrics);
     free(j->outputs.intermediate);
     free(j->state_dir);
+    for (size_t i = 0; i < j->n_converters; i++) {
+        free(j->converters[i].ext);
+        free_list(j->converters[i].argv, j->converters[i].argc);
+    }
+    free(j->converters);
     memset(j, 0, sizeof(*j));
 }

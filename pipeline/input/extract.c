@@ -402,3 +402,60 @@ void pl_doc_text_free(pl_doc_text *t) {
     free(t->text);
     memset(t, 0, sizeof(*t));
 }
+
+pl_doc_error pl_extract_convert(const char *ext, const char *const *argv, size_t argc, const uint8_t *data, size_t len,
+                                size_t max, int timeout_ms, pl_doc_text *out, dp_err *err) {
+    memset(out, 0, sizeof(*out));
+    char tmp[4200];
+    /* the bytes the reader checked, not the file by name: nothing swapped in since is read */
+    if (dp_temp_file(ext, data, len, tmp, sizeof(tmp), err)) return PL_DOC_UNREADABLE;
+    const char **av = calloc(argc + 1, sizeof(char *));
+    char **owned = calloc(argc + 1, sizeof(char *));
+    pl_doc_error rc = PL_DOC_UNREADABLE;
+    if (!av || !owned) {
+        dp_err_set(err, DP_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < argc; i++) { /* "{input}" anywhere in an argument: the file's path */
+        const char *at = strstr(argv[i], "{input}");
+        if (!at) {
+            av[i] = argv[i];
+            continue;
+        }
+        const size_t n = strlen(argv[i]) - 7 + strlen(tmp) + 1;
+        if (!(owned[i] = malloc(n))) {
+            dp_err_set(err, DP_ENOMEM, "out of memory");
+            goto done;
+        }
+        snprintf(owned[i], n, "%.*s%s%s", (int)(at - argv[i]), argv[i], tmp, at + 7);
+        av[i] = owned[i];
+    }
+    char *text = NULL, tail[512];
+    size_t n = 0;
+    int code = 0;
+    dp_status st = dp_process_run(av, NULL, 0, timeout_ms, max, &text, &n, tail, sizeof(tail), &code, err);
+    if (st == DP_ENOENT) {
+        dp_err_set(err, DP_EUNSUPPORTED, "converter for %s: %s is not installed", ext, argv[0]);
+        rc = PL_DOC_UNSUPPORTED;
+    } else if (st == DP_ERANGE) {
+        rc = PL_DOC_TOO_LARGE;
+    } else if (!st && code != 0) {
+        char *nl;
+        while ((nl = strrchr(tail, '\n')) && !nl[1]) *nl = 0;
+        nl = strrchr(tail, '\n');
+        dp_err_set(err, DP_EFORMAT, "%s exit %d: %s", argv[0], code, nl ? nl + 1 : tail[0] ? tail : "no message");
+    } else if (!st) {
+        const size_t nul = strlen(text);
+        if (set_repaired((const uint8_t *)text, nul < n ? nul : n, out)) {
+            out->format = "converted";
+            rc = PL_DOC_OK;
+        }
+    }
+    free(text);
+done:
+    for (size_t i = 0; owned && i < argc; i++) free(owned[i]);
+    free(owned);
+    free(av);
+    dp_remove(tmp, NULL);
+    return rc;
+}

@@ -46,6 +46,13 @@ int pl_extract_supported(const char *name);
 pl_doc_error pl_extract_text(const char *name, const uint8_t *data, size_t len, size_t max_bytes, pl_doc_text *out,
                              dp_err *err);
 void pl_doc_text_free(pl_doc_text *t);
+/* A document through an external converter (the job's `converters`): the bytes are written to a
+ * private temporary file named with the document's extension, "{input}" in argv is replaced by
+ * its path, the program runs without a shell, stdin closed, at most timeout_ms and max_bytes
+ * of output (stdout, UTF-8 text). A failure, a non-zero exit or a timeout is PL_DOC_UNREADABLE
+ * quoting the end of its stderr; a program that is not installed, PL_DOC_UNSUPPORTED. */
+pl_doc_error pl_extract_convert(const char *ext, const char *const *argv, size_t argc, const uint8_t *data, size_t len,
+                                size_t max_bytes, int timeout_ms, pl_doc_text *out, dp_err *err);
 /* One line of a .jsonl file: the string value of `field` (a JSON object per line). Invalid
  * JSON, a missing field or a non-string value is PL_DOC_UNREADABLE with the reason in err. */
 pl_doc_error pl_extract_jsonl_line(const char *line, size_t len, const char *field, size_t max_bytes,

@@ -82,6 +82,11 @@ int pl_preflight(const job_spec *j, pl_preflight_depth depth, const char *prog) 
     if (dp_stat(j->model.path, true, &si, NULL) || si.kind != DP_KIND_FILE)
         problem(&r, PL_EXIT_CONFIG, j->model.path_line, j->model.path_col, "%s: %s is not a readable file",
                 j->model.path_line ? "model.path" : "-m", j->model.path);
+    for (size_t c = 0; c < j->n_converters; c++)
+        if (!dp_program_exists(j->converters[c].argv[0]))
+            problem(&r, PL_EXIT_CONFIG, j->converters[c].line, j->converters[c].col,
+                    "converters.%s: %s is not installed (not found on PATH)", j->converters[c].ext + 1,
+                    j->converters[c].argv[0]);
     if (depth == PL_PREFLIGHT_RUN) return r.rc;
 
     check_creatable(&r, "outputs.jsonl", od);

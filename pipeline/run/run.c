@@ -128,6 +128,11 @@ static void settings_fingerprint(const job_spec *j, char out[65]) {
     dp_sha256 h;
     dp_sha256_init(&h);
     add_field(&h, buf);
+    /* a converter's command makes the text the model reads (none: nothing added, as before) */
+    for (size_t c = 0; c < j->n_converters; c++) {
+        add_field(&h, j->converters[c].ext);
+        for (size_t a = 0; a < j->converters[c].argc; a++) add_field(&h, j->converters[c].argv[a]);
+    }
     sha_hex_of(&h, out);
 }
 

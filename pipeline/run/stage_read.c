@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "iofault.h"
 #include "exit_codes.h"
@@ -216,8 +217,25 @@ static bool read_jsonl(pl_run *r, const job_input *in, const char *disp, const p
     return true;
 }
 
+/* The job's converter for this file's extension (case-insensitive), or NULL. */
+static const struct job_converter *converter_for(const pl_run *r, const char *rel) {
+    const char *slash = strrchr(rel, '/'), *dot = strrchr(slash ? slash + 1 : rel, '.');
+    if (!dot || dot == (slash ? slash + 1 : rel)) return NULL;
+    for (size_t i = 0; i < r->job.n_converters; i++)
+        if (!strcasecmp(r->job.converters[i].ext, dot)) return &r->job.converters[i];
+    return NULL;
+}
+
+/* 5 minutes a document; DOCPIPE_CONVERTER_TIMEOUT_MS (tests) sets another */
+static int converter_timeout_ms(void) {
+    const char *e = getenv("DOCPIPE_CONVERTER_TIMEOUT_MS");
+    const long v = e ? strtol(e, NULL, 10) : 0;
+    return v > 0 && v < 86400000 ? (int)v : 300000;
+}
+
 static bool read_file(pl_run *r, const job_input *in, const char *disp, const pl_file *f, size_t ii) {
-    const bool jsonl = strlen(f->rel) > 6 && !strcmp(f->rel + strlen(f->rel) - 6, ".jsonl");
+    const struct job_converter *conv = converter_for(r, f->rel); /* the job's converter wins */
+    const bool jsonl = !conv && strlen(f->rel) > 6 && !strcmp(f->rel + strlen(f->rel) - 6, ".jsonl");
     char *data = NULL;
     size_t len = 0;
     dp_err err = {0};
@@ -231,7 +249,7 @@ static bool read_file(pl_run *r, const job_input *in, const char *disp, const pl
         code = "too_large";
         snprintf(detail, sizeof(detail), "%llu bytes, more than inputs.max_file_size (%lld)",
                  (unsigned long long)f->size, (long long)in->max_file_size);
-    } else if (!jsonl && !pl_extract_supported(f->rel)) {
+    } else if (!jsonl && !conv && !pl_extract_supported(f->rel)) {
         code = "unsupported_format";
         snprintf(detail, sizeof(detail), "no reader for this file type (see docs/job-file.md, inputs)");
     } else if (dp_file_read_doc(f->abs, in->follow_symlinks, &listed, (size_t)in->max_file_size, &data, &len, &err)) {
@@ -271,7 +289,10 @@ static bool read_file(pl_run *r, const job_input *in, const char *disp, const pl
         return emit(r, u, NULL);
     }
     pl_doc_text t = {0};
-    pl_doc_error de = pl_extract_text(f->rel, (const uint8_t *)data, len, (size_t)in->max_file_size, &t, &err);
+    pl_doc_error de = conv ? pl_extract_convert(conv->ext, (const char *const *)conv->argv, conv->argc,
+                                                (const uint8_t *)data, len, (size_t)in->max_file_size,
+                                                converter_timeout_ms(), &t, &err)
+                           : pl_extract_text(f->rel, (const uint8_t *)data, len, (size_t)in->max_file_size, &t, &err);
     free(data);
     if (de != PL_DOC_OK) {
         fail_doc(u, pl_doc_error_code(de), "%s", dp_err_msg(&err));

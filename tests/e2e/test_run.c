@@ -493,6 +493,55 @@ static void test_intermediate_file(void **state) {
     assert_non_null(strstr(tu_last_stderr(), "outputs.intermediate holds the map results"));
 }
 
+/* converters: a job maps extensions to programs; the document's bytes reach them as a private
+ * copy ("{input}"), stdout is the text; a failing one is a record quoting its stderr, a slow one
+ * is killed; a program that is not installed stops validate and run (78). */
+static void test_converters(void **state) {
+    (void)state;
+    char d[4096], job[4400], res[4400], errs[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("conv"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && printf 'the text of a note.' > '%s/in/a.note' && printf 'x' > "
+                            "'%s/in/b.broken' && printf 'y' > '%s/in/c.slow'", d, d, d, d), 0);
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 2\n"
+                  "outputs:\n  jsonl: out/r.jsonl\nconverters:\n  .note: [cat, \"{input}\"]\n"
+                  "  .broken: [sh, -c, \"echo cannot parse this >&2; exit 3\"]\n  .slow: [sleep, \"30\"]\n");
+    assert_int_equal(tu_run(NULL, "validate '%s'", job), 0);
+    setenv("DOCPIPE_CONVERTER_TIMEOUT_MS", "1000", 1);
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 3);
+    unsetenv("DOCPIPE_CONVERTER_TIMEOUT_MS");
+    snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
+    snprintf(errs, sizeof(errs), "%s/out/errors.jsonl", d);
+    json_t *r = e2e_load_records(res, NULL), *e = e2e_load_records(errs, NULL);
+    assert_int_equal(json_object_size(r), 1);
+    const char *cid;
+    json_t *o;
+    json_object_foreach(r, cid, o) {
+        json_t *m = json_object_get(o, "meta");
+        assert_string_equal(json_string_value(json_object_get(m, "source_path")), "in/a.note");
+        assert_string_equal(json_string_value(json_object_get(m, "input_format")), "converted");
+    }
+    int found = 0;
+    json_object_foreach(e, cid, o) {
+        const char *sp = json_string_value(json_object_get(json_object_get(o, "meta"), "source_path"));
+        const char *msg = json_string_value(json_object_get(json_object_get(o, "error"), "message"));
+        if (!strcmp(sp, "in/b.broken")) found += strstr(msg, "sh exit 3: cannot parse this") != NULL;
+        if (!strcmp(sp, "in/c.slow")) found += strstr(msg, "killed") != NULL;
+    }
+    assert_int_equal(found, 2);
+    json_decref(r), json_decref(e);
+    /* a converter that is not installed, and malformed entries */
+    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 2\n"
+                  "outputs:\n  jsonl: out/r.jsonl\nconverters:\n  .note: [no-such-converter-program, \"{input}\"]\n");
+    assert_int_equal(tu_run(NULL, "validate '%s'", job), 78);
+    assert_non_null(strstr(tu_last_stderr(), "converters.note: no-such-converter-program is not installed"));
+    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 2\n"
+                  "outputs:\n  jsonl: out/r.jsonl\nconverters:\n  doc: [x]\n  .pdf: []\n");
+    assert_int_equal(tu_run(NULL, "validate '%s'", job), 65);
+    assert_non_null(strstr(tu_last_stderr(), "'doc' must be an extension"));
+    assert_non_null(strstr(tu_last_stderr(), "converters.pdf must be a list"));
+}
+
 /* A PDF of one text line per page (an empty string: a page without text, as a scan has). */
 static void write_pdf(const char *path, const char *const *pages, int n) {
     char body[8192], obj[1024];
@@ -783,6 +832,7 @@ int main(void) {
         cmocka_unit_test(test_pdf_documents),
         cmocka_unit_test(test_log_lines),
         cmocka_unit_test(test_intermediate_file),
+        cmocka_unit_test(test_converters),
         cmocka_unit_test(test_disk_error_then_resume),
         cmocka_unit_test(test_incremental_and_status),
     };
