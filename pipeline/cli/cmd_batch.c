@@ -250,13 +250,63 @@ static dp_status read_stdin(char **data, size_t *len, dp_err *err) {
     return DP_OK;
 }
 
+/* --resume: what an earlier run of the batch wrote to path. A torn last line (the run died in a
+ * write) is cut off; every whole line must be a record. Results are remembered by custom_id,
+ * errors by their input line ("#N"), so neither is computed or written again. */
+static int load_done(const char *path, json_t *done, long *n_done) {
+    if (!dp_path_exists(path)) return 0;
+    char *data = NULL;
+    size_t len = 0;
+    dp_err err = {0};
+    if (dp_file_read_all(path, (size_t)1 << 31, &data, &len, &err)) {
+        fprintf(stderr, "docpipe batch: --resume: %s\n", dp_err_msg(&err));
+        return PL_EXIT_NOINPUT;
+    }
+    size_t whole = len;
+    while (whole && data[whole - 1] != '\n') whole--;
+    int rc = 0, lineno = 0;
+    for (size_t p = 0; p < whole && !rc;) {
+        const char *ls = data + p, *nl = memchr(ls, '\n', whole - p);
+        lineno++;
+        json_t *o = json_loadb(ls, (size_t)(nl - ls), 0, NULL);
+        const char *cid = json_string_value(json_object_get(o, "custom_id"));
+        json_t *e = json_object_get(o, "error");
+        if (!o || !cid) {
+            fprintf(stderr, "docpipe batch: --resume: %s:%d is not a batch record; it is not this batch's output\n",
+                    path, lineno);
+            rc = PL_EXIT_DATAERR;
+        } else if (json_is_object(e)) {
+            char key[32];
+            snprintf(key, sizeof(key), "#%lld", (long long)json_integer_value(json_object_get(e, "line")));
+            json_object_set_new(done, key, json_true());
+            (*n_done)++;
+        } else {
+            json_object_set_new(done, cid, json_true());
+            (*n_done)++;
+        }
+        json_decref(o);
+        p = (size_t)(nl - data) + 1;
+    }
+    free(data);
+    if (!rc && whole < len) { /* the torn line goes; the rest stays as written */
+        dp_file f = {.handle = -1};
+        if (dp_file_open(&f, path, DP_FILE_WRITE, &err) || dp_file_truncate(&f, whole, &err) ||
+            dp_file_datasync(&f, &err)) {
+            fprintf(stderr, "docpipe batch: --resume: %s\n", dp_err_msg(&err));
+            rc = PL_EXIT_IOERR;
+        }
+        dp_file_close(&f, NULL);
+    }
+    return rc;
+}
+
 int pl_cmd_batch(int argc, char **argv) {
     const char *model = NULL, *in = NULL, *outp = NULL, *errp = NULL;
     uint32_t seqs = 8, n_ctx = 4096, threads = 0;
     uint64_t mem = 0;       /* 0 = what the machine has available */
     uint32_t kv_blocks = 0; /* 0 = from the memory budget */
     int device = ENG_DEVICE_AUTO;
-    bool think = false;
+    bool think = false, resume = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true, takes = true;
@@ -271,6 +321,7 @@ int pl_cmd_batch(int argc, char **argv) {
         else if (!strcmp(o, "--mem")) ok = pl_parse_size(o, v, &mem);
         else if (!strcmp(o, "--kv-blocks")) ok = pl_parse_u32(o, v, 1, 1u << 24, &kv_blocks);
         else if (!strcmp(o, "--think")) think = true, takes = false;
+        else if (!strcmp(o, "--resume")) resume = true, takes = false;
         else {
             pl_unknown_option("batch", o);
             goto usage;
@@ -299,12 +350,29 @@ int pl_cmd_batch(int argc, char **argv) {
             errp = errs_default;
         }
     }
+    json_t *done = json_object(); /* --resume: custom_ids with a result, "#LINE" of errors */
+    long n_done = 0;
+    if (resume) {
+        int r1 = 0;
+        if (!strcmp(outp, "-")) {
+            fprintf(stderr, "docpipe batch: --resume needs the output file (-o FILE), not standard output\n");
+            r1 = PL_EXIT_USAGE;
+        }
+        if (!r1) r1 = load_done(outp, done, &n_done);
+        if (!r1 && strcmp(errp, outp) && strcmp(errp, "-")) r1 = load_done(errp, done, &n_done);
+        if (r1) {
+            json_decref(done);
+            free(data);
+            return r1;
+        }
+    }
     eng_model *m = NULL;
     eng_context *c = NULL;
     req *waiting = NULL; /* the next request, when the KV cache has no room for it yet */
     if (eng_model_load(model, &m, &err)) {
         fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
         free(data);
+        json_decref(done);
         return PL_EXIT_CONFIG;
     }
     eng_context_params cp = eng_context_default_params();
@@ -320,16 +388,18 @@ int pl_cmd_batch(int argc, char **argv) {
         fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
         eng_model_free(m);
         free(data);
+        json_decref(done);
         return PL_EXIT_CONFIG;
     }
-    FILE *out = !strcmp(outp, "-") ? stdout : fopen(outp, "w");
-    FILE *errs = !strcmp(errp, outp) || !strcmp(errp, "-") ? out : fopen(errp, "w");
+    FILE *out = !strcmp(outp, "-") ? stdout : fopen(outp, resume ? "a" : "w");
+    FILE *errs = !strcmp(errp, outp) || !strcmp(errp, "-") ? out : fopen(errp, resume ? "a" : "w");
     if (!out || !errs) {
         fprintf(stderr, "docpipe batch: cannot create %s\n", !out ? outp : errp);
         if (out && out != stdout) fclose(out);
         eng_context_free(c);
         eng_model_free(m);
         free(data);
+        json_decref(done);
         return PL_EXIT_CANTCREAT;
     }
     const char *mname = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
@@ -352,7 +422,7 @@ int pl_cmd_batch(int argc, char **argv) {
     }
     pl_sched *sch = NULL;
     json_t *seen = json_object(); /* custom_id -> the line that used it first */
-    long n_err = 0;
+    long n_err = 0, n_skipped = 0, n_failed_before = 0;
     size_t pos = 0;
     int lineno = 0;
     int rc = PL_EXIT_OK;
@@ -369,6 +439,18 @@ int pl_cmd_batch(int argc, char **argv) {
             if (!r) {
                 if (!(ls = next_line(data, len, &pos, &lineno, &ll))) break;
                 if (!ll || !(r = parse_request(m, ls, ll, lineno, (int32_t)n_ctx, think))) continue;
+                char lk[32];
+                snprintf(lk, sizeof(lk), "#%d", lineno);
+                if (json_object_get(done, lk) || (*r->b.custom_id && !r->err_code &&
+                                                  json_object_get(done, r->b.custom_id))) {
+                    /* written by the run this one resumes; its custom_id still counts as used */
+                    if (*r->b.custom_id && !json_object_get(seen, r->b.custom_id))
+                        json_object_set_new(seen, r->b.custom_id, json_integer(lineno));
+                    n_failed_before += json_object_get(done, lk) != NULL;
+                    req_free(r);
+                    n_skipped++;
+                    continue;
+                }
                 /* results are matched to requests by custom_id, so it must be unique (as the
                  * Batch API requires): a later line with a used one is refused */
                 json_t *first = *r->b.custom_id ? json_object_get(seen, r->b.custom_id) : NULL;
@@ -415,7 +497,9 @@ int pl_cmd_batch(int argc, char **argv) {
     fprintf(stderr, "batch: %ld results, %ld errors in %.1f s (%s, %u slots; %llu prompt tokens from the shared head)\n",
             br.n_ok, n_err, (double)(dp_time_ns() - t0) / 1e9, eng_context_backend_name(c), seqs,
             (unsigned long long)pl_sched_prefix_saved(sch));
-    if (n_err) rc = PL_EXIT_PARTIAL;
+    if (resume) fprintf(stderr, "batch: --resume: %ld requests already written were skipped\n", n_skipped);
+    /* a resumed batch ends as the uninterrupted one would: 3 while any request failed */
+    if (n_err || n_failed_before) rc = PL_EXIT_PARTIAL;
     goto done;
 fail:
     fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
@@ -428,6 +512,7 @@ write_failed:
 done:
     req_free(waiting);
     json_decref(seen);
+    json_decref(done);
     if (sch) pl_sched_cancel_all(sch, drop_req);
     pl_sched_free(sch);
     if (errs != out && fclose(errs) != 0) rc = PL_EXIT_IOERR;
@@ -438,6 +523,6 @@ done:
     return rc;
 usage:
     fprintf(stderr, "usage: docpipe batch -m MODEL.gguf -i requests.jsonl|- -o results.jsonl|- [--errors FILE] [--seqs N] "
-                    "[-c N] [-t N] [--mem SIZE | --kv-blocks N]\n");
+                    "[-c N] [-t N] [--mem SIZE | --kv-blocks N] [--resume]\n");
     return PL_EXIT_USAGE;
 }

@@ -368,6 +368,62 @@ static void test_batch_enable_thinking_per_request(void **state) {
     assert_true(refused);
 }
 
+/* --resume after a run that died mid-write: the torn line is cut, what was written is kept,
+ * the rest is computed; one line per request in the end, each the same as an uninterrupted
+ * run's, errors not repeated. */
+static void test_batch_resume(void **state) {
+    (void)state;
+    const char *model = tu_tmp("resume.gguf"), *in = tu_tmp("resume.jsonl");
+    char out[4200], gold[4200], errs[4200];
+    snprintf(out, sizeof(out), "%s", tu_tmp("resume-out.jsonl"));
+    snprintf(gold, sizeof(gold), "%s", tu_tmp("resume-gold.jsonl"));
+    snprintf(errs, sizeof(errs), "%s", tu_tmp("resume-out.errors.jsonl"));
+    assert_int_equal(tu_run(NULL, "make-test-model --arch qwen3 --out '%s'", model), 0);
+    FILE *f = fopen(in, "w");
+    for (int i = 0; i < 10; i++)
+        fprintf(f, "{\"custom_id\": \"r%d\", \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"Item %d of "
+                   "the list\", \"max_tokens\": 4, \"temperature\": 0}}\n", i, i);
+    fprintf(f, "{\"custom_id\": \"bad\", \"url\": \"/v1/nothing\"}\n");
+    fclose(f);
+    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --seqs 2 -c 256 -t 1", model, in, gold), 3);
+    int n_gold = 0;
+    json_t *g = load_results(gold, &n_gold);
+    assert_int_equal(n_gold, 10);
+    /* an interrupted run: the first 4 results written, the 5th torn; the error not written yet */
+    char *data = NULL;
+    size_t len = 0;
+    dp_err err = {0};
+    assert_int_equal(dp_file_read_all(gold, 1 << 20, &data, &len, &err), DP_OK);
+    size_t cut = 0;
+    for (int k = 0; k < 4; k++) cut = (size_t)(strchr(data + cut, '\n') - data) + 1;
+    f = fopen(out, "w");
+    fwrite(data, 1, cut + 20, f); /* 4 whole lines and the start of the fifth */
+    fclose(f);
+    remove(errs);
+    free(data);
+    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --seqs 2 -c 256 -t 1 --resume", model, in, out), 3);
+    assert_non_null(strstr(tu_last_stderr(), "4 requests already written were skipped"));
+    int n_out = 0;
+    json_t *o = load_results(out, &n_out);
+    assert_int_equal(n_out, 10); /* (load_results fails on a torn line) */
+    assert_true(json_equal(o, g));
+    json_decref(o);
+    /* a second resume has nothing to do and repeats nothing, the error included; it still ends
+     * as the whole batch did (3: a request failed) */
+    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --seqs 2 -c 256 -t 1 --resume", model, in, out), 3);
+    o = load_results(out, &n_out);
+    assert_int_equal(n_out, 10);
+    json_decref(o);
+    int n_err = 0;
+    json_decref(load_results(errs, &n_err));
+    assert_int_equal(n_err, 1);
+    json_decref(g);
+    /* what is not a batch output is not resumed over */
+    tu_write_file(out, "hello\n", 6);
+    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --resume", model, in, out), 65);
+    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o - --resume", model, in), 64);
+}
+
 static void test_batch_usage_errors(void **state) {
     (void)state;
     assert_int_equal(tu_run(NULL, "batch -m x.gguf"), 64);
@@ -385,6 +441,7 @@ int main(void) {
         cmocka_unit_test(test_batch_usage_errors),
         cmocka_unit_test(test_batch_output_is_openai_shaped),
         cmocka_unit_test(test_batch_enable_thinking_per_request),
+        cmocka_unit_test(test_batch_resume),
         cmocka_unit_test(test_batch_message_text_never_becomes_control_tokens),
     };
     return cmocka_run_group_tests_name("batch", tests, NULL, NULL);
