@@ -4,10 +4,9 @@
 #   share/man/man1/docpipe.1                      made by docpipe help --man
 #   share/bash-completion/completions/docpipe     made by docpipe help --completion bash
 #   share/zsh/vendor-completions/_docpipe         made by docpipe help --completion zsh
-#   share/doc/docpipe/                            README.md, docs/*.md
-#   share/docpipe/examples/                       jobs, documents, cluster files and
-#                                                 try-installed.sh (not under share/doc: minimal
-#                                                 images drop that folder, the quick start needs it)
+#   share/doc/docpipe/                            README.md, LICENSE, NOTICE, docs/*.md, and
+#                                                 examples/ (jobs, documents, cluster files,
+#                                                 try-installed.sh)
 include(GNUInstallDirs)
 
 install(TARGETS docpipe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -29,9 +28,9 @@ endif()
 install(FILES README.md LICENSE NOTICE DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs FILES_MATCHING PATTERN "*.md")
 install(DIRECTORY examples/jobs examples/docs examples/code examples/corpus examples/cluster
-        DESTINATION ${CMAKE_INSTALL_DATADIR}/docpipe/examples
+        DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples
         PATTERN "out" EXCLUDE PATTERN "state" EXCLUDE)
-install(PROGRAMS examples/try-installed.sh DESTINATION ${CMAKE_INSTALL_DATADIR}/docpipe/examples)
+install(PROGRAMS examples/try-installed.sh DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 
 set(CPACK_PACKAGE_NAME docpipe)
 set(CPACK_PACKAGE_VENDOR "docpipe")

@@ -5,7 +5,7 @@
 # nightly-summary job over the example documents. The model's text is meaningless by design;
 # point model.path in jobs/nightly-summary.yaml at your own GGUF file for real summaries.
 #
-#   bash /usr/share/docpipe/examples/try-installed.sh [FOLDER]
+#   bash /usr/share/doc/docpipe/examples/try-installed.sh [FOLDER]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dest=${1:-docpipe-examples}
