@@ -19,8 +19,9 @@
 static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 static uint32_t rd32(const uint8_t *p) { return rd16(p) | rd16(p + 2) << 16; }
 
-/* Finds and inflates one member of a zip archive, every offset checked against n. */
-static pl_doc_error zip_member(const uint8_t *d, size_t n, const char *want, size_t max, dp_buf *out, dp_err *err) {
+/* The central directory: its entry count and offset, from the end-of-directory record (found in
+ * the last 64 KiB + 22 bytes, where a zip comment may push it). */
+static pl_doc_error zip_directory(const uint8_t *d, size_t n, size_t *n_ent, size_t *cd_off, dp_err *err) {
     if (n < 22) return dp_err_set(err, DP_EFORMAT, "not a zip archive"), PL_DOC_UNREADABLE;
     size_t eocd = SIZE_MAX;
     for (size_t i = n - 22 + 1; i-- > 0 && n - i <= 65557;)
@@ -29,7 +30,16 @@ static pl_doc_error zip_member(const uint8_t *d, size_t n, const char *want, siz
             break;
         }
     if (eocd == SIZE_MAX) return dp_err_set(err, DP_EFORMAT, "zip end-of-directory record not found"), PL_DOC_UNREADABLE;
-    const size_t n_ent = rd16(d + eocd + 10), cd_off = rd32(d + eocd + 16);
+    *n_ent = rd16(d + eocd + 10);
+    *cd_off = rd32(d + eocd + 16);
+    return PL_DOC_OK;
+}
+
+/* Finds and inflates one member of a zip archive, every offset checked against n. */
+static pl_doc_error zip_member(const uint8_t *d, size_t n, const char *want, size_t max, dp_buf *out, dp_err *err) {
+    size_t n_ent = 0, cd_off = 0;
+    const pl_doc_error dr = zip_directory(d, n, &n_ent, &cd_off, err);
+    if (dr) return dr;
     size_t p = cd_off;
     const size_t wl = strlen(want);
     for (size_t e = 0; e < n_ent; e++) {
@@ -89,16 +99,9 @@ static pl_doc_error zip_member(const uint8_t *d, size_t n, const char *want, siz
 static pl_doc_error zip_names(const uint8_t *d, size_t n, char ***names, size_t *count, dp_err *err) {
     *names = NULL;
     *count = 0;
-    if (n < 22) return dp_err_set(err, DP_EFORMAT, "not a zip archive"), PL_DOC_UNREADABLE;
-    size_t eocd = SIZE_MAX;
-    for (size_t i = n - 22 + 1; i-- > 0 && n - i <= 65557;)
-        if (rd32(d + i) == 0x06054b50u) {
-            eocd = i;
-            break;
-        }
-    if (eocd == SIZE_MAX) return dp_err_set(err, DP_EFORMAT, "zip end-of-directory record not found"), PL_DOC_UNREADABLE;
-    const size_t n_ent = rd16(d + eocd + 10);
-    size_t p = rd32(d + eocd + 16);
+    size_t n_ent = 0, p = 0;
+    const pl_doc_error dr = zip_directory(d, n, &n_ent, &p, err);
+    if (dr) return dr;
     char **v = calloc(n_ent ? n_ent : 1, sizeof(char *));
     if (!v) return dp_err_set(err, DP_ENOMEM, "out of memory"), PL_DOC_UNREADABLE;
     size_t k = 0;
