@@ -170,8 +170,6 @@ static const char *next_line(const char *data, size_t n, size_t *pos, int *linen
  * off. */
 static dp_status shared_head(const eng_model *m, pl_sched *sch, const char *data, size_t len, int32_t n_ctx,
                              bool think, dp_err *err) {
-    const char *off = getenv("DOCPIPE_NO_PREFIX");
-    if (off && *off == '1') return DP_OK;
     req *first[2] = {NULL, NULL};
     int n = 0, lineno = 0;
     size_t pos = 0, ll = 0;
@@ -182,12 +180,8 @@ static dp_status shared_head(const eng_model *m, pl_sched *sch, const char *data
         else req_free(r);
     }
     dp_status st = DP_OK;
-    if (n == 2) {
-        size_t k = 0;
-        while (k < first[0]->prompt.n && k < first[1]->prompt.n && first[0]->prompt.ids[k] == first[1]->prompt.ids[k]) k++;
-        if (k >= PL_SCHED_PIECE && (int64_t)k + 8 < n_ctx)
-            st = pl_sched_set_prefix(sch, first[0]->prompt.ids, (int32_t)k, err);
-    }
+    int32_t shared = 0;
+    if (n == 2) st = pl_sched_share_head(sch, &first[0]->prompt, &first[1]->prompt, 0, n_ctx, &shared, err);
     req_free(first[0]);
     req_free(first[1]);
     return st;

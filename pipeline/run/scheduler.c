@@ -269,3 +269,17 @@ dp_status pl_sched_step(pl_sched *s, pl_sched_done_fn done, void *cb, dp_err *er
     }
     return DP_OK;
 }
+
+dp_status pl_sched_share_head(pl_sched *s, const eng_tokens *a, const eng_tokens *b, int64_t reserve, int64_t n_ctx,
+                              int32_t *shared, dp_err *err) {
+    *shared = 0;
+    const char *off = getenv("DOCPIPE_NO_PREFIX");
+    if (off && *off == '1') return DP_OK;
+    size_t n = 0;
+    while (n < a->n && n < b->n && a->ids[n] == b->ids[n]) n++;
+    /* a head that leaves no room for content and generation helps no request */
+    if (n < PL_SCHED_PIECE || (int64_t)n + reserve + 8 > n_ctx) return DP_OK;
+    dp_status st = pl_sched_set_prefix(s, a->ids, (int32_t)n, err);
+    if (!st) *shared = (int32_t)(n - n % PL_SCHED_PIECE);
+    return st;
+}

@@ -76,6 +76,12 @@ dp_status pl_sched_step(pl_sched *s, pl_sched_done_fn done, void *cb, dp_err *er
  * pieces (a multiple of PL_SCHED_PIECE), so a request computes exactly the pieces it would
  * compute alone: its results are bit-identical with or without sharing. */
 dp_status pl_sched_set_prefix(pl_sched *s, const int32_t *prefix, int32_t n, dp_err *err);
+/* The one place that decides on a shared head (run and batch): the longest common token prefix
+ * of two prompts that stand for all (a, b), shared when it is at least one piece and leaves
+ * reserve + 8 tokens of n_ctx, unless DOCPIPE_NO_PREFIX=1 (tests and tests/bench/prefix.sh
+ * compare without). *shared: the tokens shared (whole pieces), 0 when none. */
+dp_status pl_sched_share_head(pl_sched *s, const eng_tokens *a, const eng_tokens *b, int64_t reserve, int64_t n_ctx,
+                              int32_t *shared, dp_err *err);
 /* Prompt tokens not computed thanks to the prefix so far. */
 uint64_t pl_sched_prefix_saved(const pl_sched *s);
 /* Abandons every active request, handing each user pointer to drop (optional); their slots

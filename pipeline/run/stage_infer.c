@@ -252,20 +252,11 @@ static dp_status shared_prefix(infer *f) {
     pl_prompt_vars vb = {"b/y.md", "y.md", "md", "2099-12-31", "f", 7, 9};
     dp_status st = pl_prompt_tokens(r->tok, f->ws, &r->map_spec, &va, "alpha", 5, &a, &f->err);
     if (!st) st = pl_prompt_tokens(r->tok, f->ws, &r->map_spec, &vb, "omega\n", 6, &b, &f->err);
-    size_t n = 0;
-    while (!st && n < a.n && n < b.n && a.ids[n] == b.ids[n]) n++;
-    /* shared in whole pieces only (see pl_sched_set_prefix); DOCPIPE_NO_PREFIX=1 turns sharing off
-     * (tests/bench/prefix.sh measures the difference) */
-    const char *off = getenv("DOCPIPE_NO_PREFIX");
-    /* a head that leaves no room for content and generation helps no request (they all fail
-     * with context_length_exceeded) */
-    const bool fits = (int64_t)n + r->job.generation.max_tokens + 8 <= r->n_ctx;
-    if (!st && n >= PL_SCHED_PIECE && fits && !(off && *off == '1')) {
-        st = pl_sched_set_prefix(f->s, a.ids, (int32_t)n, &f->err);
-        dp_mutex_lock(&r->mu);
-        r->n_prefix_tokens = n - n % PL_SCHED_PIECE;
-        dp_mutex_unlock(&r->mu);
-    }
+    int32_t shared = 0;
+    if (!st) st = pl_sched_share_head(f->s, &a, &b, r->job.generation.max_tokens, r->n_ctx, &shared, &f->err);
+    dp_mutex_lock(&r->mu);
+    r->n_prefix_tokens = (uint64_t)shared;
+    dp_mutex_unlock(&r->mu);
     eng_tokens_free(&a);
     eng_tokens_free(&b);
     return st;
