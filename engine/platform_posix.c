@@ -678,13 +678,14 @@ dp_status dp_process_run(const char *const *argv, const void *in, size_t in_len,
             char tmp[4096];
             ssize_t r = read(perr[0], tmp, sizeof(tmp));
             if (r > 0 && err_cap > 1) { /* keep the last err_cap - 1 bytes */
-                for (ssize_t i = 0; i < r; i++) {
-                    if (tail_n == err_cap - 1) {
-                        memmove(err_tail, err_tail + 1, err_cap - 2);
-                        tail_n--;
-                    }
-                    err_tail[tail_n++] = tmp[i];
+                const size_t keep = err_cap - 1, add = (size_t)r > keep ? keep : (size_t)r;
+                if (tail_n + add > keep) { /* drop the oldest bytes, once per read */
+                    const size_t drop = tail_n + add - keep;
+                    memmove(err_tail, err_tail + drop, tail_n - drop);
+                    tail_n -= drop;
                 }
+                memcpy(err_tail + tail_n, tmp + (size_t)r - add, add);
+                tail_n += add;
                 err_tail[tail_n] = 0;
             } else if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
                 close_fd(&perr[0]);

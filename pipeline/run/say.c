@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "platform.h"
+#include "utf8.h"
 
 static atomic_bool g_json;
 static const char *const k_levels[] = {"error", "warn", "info", "debug"};
@@ -23,8 +24,17 @@ static void emit(int level, const char *event, json_t *fields, const char *msg) 
         json_decref(fields);
         return;
     }
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "time", now, "level", k_levels[level & 3], "event", event,
-                          "message", msg);
+    /* a message may quote bytes that are not UTF-8 (a hostile file name): repaired, not lost */
+    json_t *m = json_string(msg);
+    if (!m) {
+        const size_t n = strlen(msg);
+        uint8_t *fixed = malloc(3 * n + 1);
+        const size_t fl = fixed ? dp_utf8_repair((const uint8_t *)msg, n, fixed, NULL) : 0;
+        m = json_stringn(fixed ? (const char *)fixed : "", fl);
+        free(fixed);
+    }
+    json_t *o = json_pack("{s:s, s:s, s:s, s:o}", "time", now, "level", k_levels[level & 3], "event", event,
+                          "message", m ? m : json_string(""));
     if (!o) o = json_object();
     if (fields) json_object_update_missing(o, fields);
     json_decref(fields);
