@@ -84,7 +84,7 @@ static void run(const char *path, bool exact, const isa *a, float *out, int32_t 
     cp.n_seq_max = 2;
     cp.n_threads = 2;
     cp.exact = exact;
-    cp.device = ENG_DEVICE_CPU;
+    cp.device = DP_DEVICE_CPU;
     if (a) isa_select(a);
     if (eng_context_new(m, &cp, &c, &err)) fail_msg("context: %s", err.msg);
     const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
@@ -222,7 +222,7 @@ static void expect_decode_fails(const char *path, bool check_layers, const char 
     eng_context_params cp = eng_context_default_params();
     cp.n_ctx = 64;
     cp.n_threads = 2;
-    cp.device = ENG_DEVICE_CPU;
+    cp.device = DP_DEVICE_CPU;
     cp.check_layers = check_layers;
     if (eng_context_new(m, &cp, &c, &err)) fail_msg("context: %s", err.msg);
     const int32_t tok[3] = {1, 2, 3};
@@ -252,7 +252,8 @@ static void test_step_checks_refuse_bad_logits(void **state) {
     const char req[] = "{\"custom_id\": \"a\", \"method\": \"POST\", \"url\": \"/v1/completions\", "
                        "\"body\": {\"prompt\": \"hello\", \"max_tokens\": 4}}\n";
     tu_write_file(in, req, sizeof(req) - 1);
-    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' -c 256 -t 2 --device cpu", nan, in, out), 3);
+    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --errors '%s' -c 256 -t 2 --device cpu", nan, in, out,
+                            out), 3);
     char got[4096] = {0};
     FILE *f = fopen(out, "rb");
     assert_non_null(f);
