@@ -28,7 +28,7 @@
 
 eng_context_params eng_context_default_params(void) {
     eng_context_params p = {.n_ctx = 4096, .n_seq_max = 1, .n_ubatch = 512, .n_threads = 0,
-                            .device = ENG_DEVICE_AUTO, .exact = false, .kv_type = ENG_TYPE_F16};
+                            .device = DP_DEVICE_AUTO, .exact = false, .kv_type = ENG_TYPE_F16};
     return p;
 }
 
@@ -46,7 +46,7 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 static dp_status pick_device(const eng_model *m, const eng_context_params *p, bool log, int *gpu, uint64_t *gpu_free,
                              dp_err *err) {
     *gpu = -1;
-    if (p->device == ENG_DEVICE_CPU) return DP_OK;
+    if (p->device == DP_DEVICE_CPU) return DP_OK;
     const char *why = NULL;
 #ifdef DP_HAVE_CUDA
     int n = 0;
@@ -60,14 +60,14 @@ static dp_status pick_device(const eng_model *m, const eng_context_params *p, bo
         *gpu = 0;
         if (gpu_free) *gpu_free = free_b;
         if (log) DP_LOG_INFO("device %s: using CUDA device 0 (%s, %zu MiB free)",
-                             p->device == ENG_DEVICE_AUTO ? "auto" : "cuda", name, free_b >> 20);
+                             p->device == DP_DEVICE_AUTO ? "auto" : "cuda", name, free_b >> 20);
         return DP_OK;
     }
 #else
     (void)m;
     why = "this build has no CUDA backend (nvcc was not found when it was configured)";
 #endif
-    if (p->device == ENG_DEVICE_CUDA) return dp_err_set(err, DP_EUNSUPPORTED, "device cuda: %s", why);
+    if (p->device == DP_DEVICE_CUDA) return dp_err_set(err, DP_EUNSUPPORTED, "device cuda: %s", why);
     if (log) DP_LOG_INFO("device auto: using the CPU backend (%s)", why);
     return DP_OK;
 }

@@ -26,6 +26,7 @@
 #include "model_info.h"
 #include "quant.h"
 #include "quantize.h"
+#include "device.h"
 #include "status.h"
 #include "test_model.h"
 #include "tokenizer.h"
@@ -45,11 +46,6 @@ const eng_model_info *eng_model_get_info(const eng_model *m);        /* borrowed
 const eng_tokenizer *eng_model_get_tokenizer(const eng_model *m);    /* borrowed */
 eng_chat_kind eng_model_chat_kind(const eng_model *m);
 
-typedef enum eng_device {
-    ENG_DEVICE_CPU = 0,
-    ENG_DEVICE_CUDA = 1,
-    ENG_DEVICE_AUTO = 2, /* CUDA when a GPU is present, else CPU */
-} eng_device;
 
 /* Positions per KV cache block: the unit the paged cache allocates and shares. */
 #define ENG_KV_BLOCK 256
@@ -61,7 +57,7 @@ typedef struct eng_context_params {
                           * reach n_ctx (models without attention layers need none) */
     uint32_t n_ubatch;   /* tokens per forward step (longer batches are split) */
     int n_threads;       /* CPU threads (0 = all) */
-    eng_device device;
+    dp_device device;
     bool exact;          /* scalar reference path: weights dequantized, all math in f32 */
     int kv_type;         /* ENG_TYPE_F16 (default) or ENG_TYPE_F32 */
     bool check_layers;   /* after every layer, check that the activations are finite (a debug

@@ -13,9 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device.h"
 #include "status.h"
 
-typedef enum job_device { JOB_DEVICE_AUTO = 0, JOB_DEVICE_CPU = 1, JOB_DEVICE_CUDA = 2 } job_device;
 typedef enum job_chunk_mode { JOB_CHUNK_MAP_REDUCE = 0, JOB_CHUNK_PER_CHUNK = 1 } job_chunk_mode;
 
 typedef struct job_input {
@@ -36,7 +36,7 @@ typedef struct job_spec {
     char *dir;               /* its folder: relative paths resolve against it */
     struct {
         char *path;
-        job_device device;
+        dp_device device;
         int64_t context;     /* tokens per sequence */
         int64_t threads;     /* 0 = all CPUs */
         int64_t max_sequences;

@@ -39,7 +39,7 @@ typedef struct field {
 
 static const field k_fields[] = {
     {"model", "path", F_PATH, S(model.path), true, NULL, 0, 0, NULL},
-    {"model", "device", F_ENUM, S(model.device), false, "auto", 0, 0, "auto|cpu|cuda"},
+    {"model", "device", F_ENUM, S(model.device), false, "auto", 0, 0, "cpu|cuda|auto"}, /* dp_device order */
     {"model", "context", F_INT, S(model.context), false, "8192", 64, 1048576, NULL},
     {"model", "threads", F_INT, S(model.threads), false, "0", 0, 1024, NULL},
     {"model", "max_sequences", F_INT, S(model.max_sequences), false, "8", 1, 4096, NULL},

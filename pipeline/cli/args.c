@@ -50,13 +50,12 @@ bool pl_parse_size(const char *opt, const char *val, uint64_t *out) {
 }
 
 bool pl_parse_device(const char *v, int *out) {
+    dp_device d;
     if (!v) return false;
-    if (!strcmp(v, "cpu")) *out = ENG_DEVICE_CPU;
-    else if (!strcmp(v, "cuda")) *out = ENG_DEVICE_CUDA;
-    else if (!strcmp(v, "auto")) *out = ENG_DEVICE_AUTO;
-    else {
+    if (!dp_device_parse(v, &d)) {
         fprintf(stderr, "docpipe: --device must be cpu, cuda or auto (got '%s')\n", v);
         return false;
     }
+    *out = (int)d;
     return true;
 }

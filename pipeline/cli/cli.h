@@ -26,7 +26,7 @@ int pl_cmd_merge(int argc, char **argv);
 bool pl_parse_u32(const char *opt, const char *val, uint32_t lo, uint32_t hi, uint32_t *out);
 /* A size in bytes with an optional K, M, G or T suffix (powers of 1024): "12G", "512M". */
 bool pl_parse_size(const char *opt, const char *val, uint64_t *out);
-/* --device: "cpu", "cuda" or "auto" to an eng_device value; false (said on stderr) otherwise. */
+/* --device: "cpu", "cuda" or "auto" to an dp_device value; false (said on stderr) otherwise. */
 bool pl_parse_device(const char *v, int *out);
 
 #endif /* PL_CLI_H */

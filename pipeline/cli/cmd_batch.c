@@ -299,7 +299,7 @@ int pl_cmd_batch(int argc, char **argv) {
     uint32_t seqs = 8, n_ctx = 4096, threads = 0;
     uint64_t mem = 0;       /* 0 = what the machine has available */
     uint32_t kv_blocks = 0; /* 0 = from the memory budget */
-    int device = ENG_DEVICE_AUTO;
+    int device = DP_DEVICE_AUTO;
     bool think = false, resume = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -373,7 +373,7 @@ int pl_cmd_batch(int argc, char **argv) {
     cp.n_ctx = n_ctx;
     cp.n_seq_max = seqs + 1; /* + the shared prompt head */
     cp.n_threads = (int)threads;
-    cp.device = (eng_device)device;
+    cp.device = (dp_device)device;
     cp.n_ubatch = seqs * PIECE < 4096 ? seqs * PIECE : 4096;
     if (cp.n_ubatch < PIECE) cp.n_ubatch = PIECE;
     dp_status fit = kv_blocks ? DP_OK : eng_context_fit_budget(m, &cp, mem, &err);

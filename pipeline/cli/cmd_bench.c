@@ -24,7 +24,7 @@
 int pl_cmd_bench(int argc, char **argv) {
     const char *model = NULL, *seqs_arg = "1";
     uint32_t threads = 0, n_p = 512, n_g = 64, reps = 2;
-    int device = ENG_DEVICE_AUTO;
+    int device = DP_DEVICE_AUTO;
     bool json = false, exact = false, pps = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -76,7 +76,7 @@ int pl_cmd_bench(int argc, char **argv) {
     cp.n_seq_max = max_seq;
     cp.n_threads = (int)threads;
     cp.n_ubatch = 512;
-    cp.device = (eng_device)device;
+    cp.device = (dp_device)device;
     cp.exact = exact;
     if (eng_context_new(m, &cp, &c, &err)) {
         fprintf(stderr, "docpipe bench: %s\n", dp_err_msg(&err));

@@ -83,7 +83,7 @@ int pl_cmd_eval(int argc, char **argv) {
     cp.n_threads = (int)threads;
     cp.exact = exact;
     cp.kv_type = ENG_TYPE_F32;
-    cp.device = ENG_DEVICE_CPU;
+    cp.device = DP_DEVICE_CPU;
     const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
     if (eng_context_new(m, &cp, &c, &err) ||
         eng_tokenize(eng_model_get_tokenizer(m), NULL, text, len, true, true, &ids, &err)) {

@@ -38,7 +38,7 @@ static bool parse_f(const char *opt, const char *v, float *out) {
 int pl_cmd_generate(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *file = NULL, *system = NULL;
     uint32_t n_pred = 128, n_ctx = 4096, threads = 0, seed = 0xFFFFFFFFu;
-    int device = ENG_DEVICE_AUTO;
+    int device = DP_DEVICE_AUTO;
     bool chat = false, think = false, exact = false;
     eng_sampler_params sp = eng_sampler_default_params();
     for (int i = 1; i < argc; i++) {
@@ -104,7 +104,7 @@ int pl_cmd_generate(int argc, char **argv) {
     eng_context_params cp = eng_context_default_params();
     cp.n_ctx = n_ctx;
     cp.n_threads = (int)threads;
-    cp.device = (eng_device)device;
+    cp.device = (dp_device)device;
     cp.exact = exact;
     if (seed == 0xFFFFFFFFu) seed = (uint32_t)dp_time_ns();
     sp.seed = seed;

@@ -117,7 +117,7 @@ int pl_cmd_perplexity(int argc, char **argv) {
     cp.n_threads = (int)threads;
     cp.exact = exact;
     if (exact) cp.kv_type = ENG_TYPE_F32;
-    cp.device = exact ? ENG_DEVICE_CPU : ENG_DEVICE_AUTO;
+    cp.device = exact ? DP_DEVICE_CPU : DP_DEVICE_AUTO;
     if (eng_context_new(m, &cp, &c, &err)) {
         fprintf(stderr, "docpipe perplexity: %s\n", dp_err_msg(&err));
         rc = PL_EXIT_CONFIG;

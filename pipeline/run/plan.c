@@ -373,8 +373,7 @@ int pl_plan_job(const char *job_path, bool bench, uint32_t shards) {
         cp.n_ctx = (uint32_t)r.job.model.context;
         cp.n_seq_max = (uint32_t)r.job.model.max_sequences;
         cp.n_threads = (int)r.job.model.threads;
-        cp.device = r.job.model.device == JOB_DEVICE_CPU ? ENG_DEVICE_CPU
-                    : r.job.model.device == JOB_DEVICE_CUDA ? ENG_DEVICE_CUDA : ENG_DEVICE_AUTO;
+        cp.device = r.job.model.device;
         if (eng_context_new(r.model, &cp, &r.ctx, &err)) {
             fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
             pl_run_free(&r);

@@ -513,9 +513,7 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     cp.n_ctx = (uint32_t)j->model.context;
     cp.n_seq_max = (uint32_t)j->model.max_sequences + 1; /* + the shared prompt head */
     cp.n_threads = (int)j->model.threads;
-    cp.device = o->device >= 0 ? (eng_device)o->device
-                : j->model.device == JOB_DEVICE_CPU ? ENG_DEVICE_CPU
-                : j->model.device == JOB_DEVICE_CUDA ? ENG_DEVICE_CUDA : ENG_DEVICE_AUTO;
+    cp.device = o->device >= 0 ? (dp_device)o->device : j->model.device;
     uint32_t ub = (uint32_t)j->model.max_sequences * 256u;
     cp.n_ubatch = ub > 2048 ? 2048 : ub < 256 ? 256 : ub;
     r->n_ubatch = (int32_t)cp.n_ubatch;

@@ -14,7 +14,7 @@
 
 typedef struct pl_run_opts {
     bool restart;       /* move old outputs and state aside, start clean */
-    int device;         /* -1: the job's; else an eng_device */
+    int device;         /* -1: the job's; else an dp_device */
     bool quiet;         /* no progress, only errors and the summary */
     int progress;       /* -1 auto (updating line on a terminal), 0 plain lines, 1 updating line */
     uint32_t shard_i, shard_n; /* --shard I/N (shard_n = 0: not given) */

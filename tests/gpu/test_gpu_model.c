@@ -27,7 +27,7 @@
 
 
 
-static eng_context *context(eng_model *m, eng_device dev, bool exact, uint32_t n_ctx, uint32_t n_seq) {
+static eng_context *context(eng_model *m, dp_device dev, bool exact, uint32_t n_ctx, uint32_t n_seq) {
     eng_context_params cp = eng_context_default_params();
     cp.device = dev;
     cp.exact = exact;
@@ -36,7 +36,7 @@ static eng_context *context(eng_model *m, eng_device dev, bool exact, uint32_t n
     cp.n_threads = 2;
     eng_context *c = NULL;
     dp_err err = {0};
-    if (eng_context_new(m, &cp, &c, &err)) fail_msg("context (%s): %s", dev == ENG_DEVICE_CUDA ? "cuda" : "cpu", err.msg);
+    if (eng_context_new(m, &cp, &c, &err)) fail_msg("context (%s): %s", dev == DP_DEVICE_CUDA ? "cuda" : "cpu", err.msg);
     return c;
 }
 
@@ -96,8 +96,8 @@ static void run_fixture(const char *name) {
     dp_err err = {0};
     if (eng_model_load(full, &m, &err)) fail_msg("%s: %s", name, err.msg);
     const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
-    eng_context *g = context(m, ENG_DEVICE_CUDA, false, 512, 1), *c = context(m, ENG_DEVICE_CPU, true, 512, 1);
-    eng_context *f = context(m, ENG_DEVICE_CPU, false, 512, 1);
+    eng_context *g = context(m, DP_DEVICE_CUDA, false, 512, 1), *c = context(m, DP_DEVICE_CPU, true, 512, 1);
+    eng_context *f = context(m, DP_DEVICE_CPU, false, 512, 1);
     int32_t tok[40], pos[40], seq[40];
     for (int i = 0; i < 40; i++) tok[i] = (i * 131 + 7) % V, pos[i] = i, seq[i] = 0;
     double worst = 0, worst_fast = 0;
@@ -154,7 +154,7 @@ static void paged_batched(eng_arch arch) {
     dp_err err = {0};
     if (eng_model_load(quantized(arch), &m, &err)) fail_msg("%s", err.msg);
     const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
-    eng_context *g = context(m, ENG_DEVICE_CUDA, false, 1024, 4), *c = context(m, ENG_DEVICE_CPU, true, 1024, 4);
+    eng_context *g = context(m, DP_DEVICE_CUDA, false, 1024, 4), *c = context(m, DP_DEVICE_CPU, true, 1024, 4);
     /* sequences 0 and 1: their own prompts of 250 and 300 tokens (the GEMM path; 300 spans a
      * block boundary); sequence 2: a prompt of 250 shared by copy with sequence 3 */
     enum { P = 300 };
@@ -216,7 +216,7 @@ static void test_gpu_deltanet_chunked_prompt_matches_recurrent(void **state) {
     eng_context *ctx[2];
     for (int i = 0; i < 2; i++) {
         eng_context_params cp = eng_context_default_params();
-        cp.device = ENG_DEVICE_CUDA;
+        cp.device = DP_DEVICE_CUDA;
         cp.n_ctx = 256;
         cp.n_seq_max = 1;
         cp.deltanet_mode = i == 0 ? 1 : 2; /* token by token, chunk-wise */
@@ -257,7 +257,7 @@ static void batch_invariant(eng_arch arch) {
     float *alone = malloc((size_t)(STEPS + 1) * V * sizeof(float));
     for (int run = 0; run < 2; run++) {
         const int n_seq = run == 0 ? 1 : S;
-        eng_context *g = context(m, ENG_DEVICE_CUDA, false, 256, (uint32_t)n_seq);
+        eng_context *g = context(m, DP_DEVICE_CUDA, false, 256, (uint32_t)n_seq);
         int32_t tok[S * P], pos[S * P], seq[S * P], cur[S], len[S];
         int n = 0;
         for (int s = 0; s < n_seq; s++) { /* prompts of 20, 13, 16, 19, 22 tokens */
@@ -299,13 +299,13 @@ static void test_gpu_device_selection_and_memory(void **state) {
     eng_model *m;
     dp_err err = {0};
     if (eng_model_load(quantized(ENG_ARCH_QWEN35), &m, &err)) fail_msg("%s", err.msg);
-    eng_context *c = context(m, ENG_DEVICE_AUTO, false, 256, 1);
+    eng_context *c = context(m, DP_DEVICE_AUTO, false, 256, 1);
     if (strncmp(eng_context_backend_name(c), "cuda", 4))
         fail_msg("auto chose '%s' with a GPU present", eng_context_backend_name(c));
     eng_context_free(c);
     /* far more KV cache than any GPU holds: a clean DP_ENOMEM, not a crash */
     eng_context_params cp = eng_context_default_params();
-    cp.device = ENG_DEVICE_CUDA;
+    cp.device = DP_DEVICE_CUDA;
     cp.n_ctx = 1u << 20;
     cp.n_seq_max = 4096;
     assert_int_equal(eng_context_new(m, &cp, &c, &err), DP_ENOMEM);
@@ -321,12 +321,12 @@ static void test_gpu_device_selection_and_memory(void **state) {
     print_message("  fitted: %d KV blocks\n", eng_kv_blocks_total(c));
     eng_context_free(c);
     /* the exact path is the CPU's: auto takes the CPU, cuda refuses */
-    c = context(m, ENG_DEVICE_AUTO, true, 256, 1);
+    c = context(m, DP_DEVICE_AUTO, true, 256, 1);
     if (strncmp(eng_context_backend_name(c), "cpu", 3))
         fail_msg("auto --exact chose '%s'", eng_context_backend_name(c));
     eng_context_free(c);
     cp = eng_context_default_params();
-    cp.device = ENG_DEVICE_CUDA;
+    cp.device = DP_DEVICE_CUDA;
     cp.exact = true;
     assert_int_equal(eng_context_new(m, &cp, &c, &err), DP_EUNSUPPORTED);
     print_message("  cuda --exact: %s\n", err.msg);

@@ -85,7 +85,7 @@ static void run(const char *name, bool exact) {
     cp.n_threads = 0;
     cp.exact = exact;
     cp.kv_type = ENG_TYPE_F32;
-    cp.device = ENG_DEVICE_CPU;
+    cp.device = DP_DEVICE_CPU;
     if (eng_context_new(m, &cp, &c, &err)) fail_msg("%s", err.msg);
     const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
     stats s = {0};
@@ -217,7 +217,7 @@ static int expect_greedy(const char *name, const char *prompt, const char *want)
     if (eng_model_load(real_model(name), &m, &err)) fail_msg("%s", err.msg);
     eng_context_params cp = eng_context_default_params();
     cp.n_ctx = 256;
-    cp.device = ENG_DEVICE_CPU;
+    cp.device = DP_DEVICE_CPU;
     if (eng_context_new(m, &cp, &c, &err)) fail_msg("%s", err.msg);
     const eng_tokenizer *tk = eng_model_get_tokenizer(m);
     eng_tokens ids = {0};

@@ -84,7 +84,7 @@ static void run_model(const char *name, bool exact, bool loose, double tol) {
     cp.n_threads = 2;
     cp.exact = exact;
     cp.kv_type = ENG_TYPE_F32;
-    cp.device = ENG_DEVICE_CPU;
+    cp.device = DP_DEVICE_CPU;
     if (eng_context_new(m, &cp, &c, &err)) fail_msg("%s", err.msg);
     const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
     json_error_t je;
@@ -193,7 +193,7 @@ static void test_prefill_equals_token_by_token_and_batches_are_independent(void 
         cp.n_ctx = 256;
         cp.n_seq_max = 2;
         cp.n_threads = 2;
-        cp.device = ENG_DEVICE_CPU;
+        cp.device = DP_DEVICE_CPU;
         cp.kv_type = ENG_TYPE_F32;
         cp.deltanet_mode = 1; /* same DeltaNet form on both sides; chunk-wise is checked below */
         eng_context *c;
@@ -233,7 +233,7 @@ static float *last_logits(eng_model *m, const int32_t *toks, int32_t n, int dn_m
     eng_context_params cp = eng_context_default_params();
     cp.n_ctx = (uint32_t)n + 64;
     cp.n_threads = 2;
-    cp.device = ENG_DEVICE_CPU;
+    cp.device = DP_DEVICE_CPU;
     cp.kv_type = ENG_TYPE_F32;
     cp.deltanet_mode = dn_mode;
     cp.exact = exact;

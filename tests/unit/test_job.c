@@ -43,7 +43,7 @@ static void test_reference_job_parses_with_defaults(void **state) {
     dp_err err = {0};
     assert_int_equal(job_load_buffer(k_example, strlen(k_example), "job.yaml", "/jobs", &j, &err), DP_OK);
     assert_string_equal(j.model.path, "/jobs/model.gguf");
-    assert_int_equal(j.model.device, JOB_DEVICE_AUTO);
+    assert_int_equal(j.model.device, DP_DEVICE_AUTO);
     assert_int_equal(j.model.context, 512);
     assert_int_equal(j.model.threads, 2);
     assert_int_equal(j.model.max_sequences, 8);
@@ -90,7 +90,7 @@ static void test_bad_jobs_report_file_line_col(void **state) {
         {"  context: 512\n", "  context: lots\n", "job.yaml:4:12: model.context is 'lots' but must be a number"},
         {"  context: 512\n", "  context: 12\n", "job.yaml:4:12: model.context is 12 but must be in [64, 1.04858e+06]"},
         {"  context: 512\n", "  context: 512.5\n", "job.yaml:4:12: model.context is 512.5 but must be a whole number"},
-        {"  device: auto\n", "  device: tpu\n", "job.yaml:3:11: model.device is 'tpu' but must be one of auto|cpu|cuda"},
+        {"  device: auto\n", "  device: tpu\n", "job.yaml:3:11: model.device is 'tpu' but must be one of cpu|cuda|auto"},
         {"  temperature: 0\n", "  temperature: 9\n", "generation.temperature is 9 but must be in [0, 5]"},
         {"  mode: map-reduce\n", "  mode: mapreduce\n", "must be one of map-reduce|per-chunk"},
         {"  path: model.gguf\n", "  sha256: abc\n", "job.yaml:1:1: model.path is required"},
