@@ -4,8 +4,8 @@
  * makes every line one JSON object: {"time", "level", "event", "message", ...fields}, for a log
  * shipper; the engine's own log lines (-v, -vv) follow the same format.
  *
- *   2026-12-04T01:00:12Z info  docpipe: 6 documents in 4.1 s: 5 done (22 results), 1 failed ...
- *   {"time":"2026-12-04T01:00:12Z","level":"info","event":"summary","message":"6 documents ...",
+ *   YYYY-MM-DDTHH:MM:SSZ info  docpipe: 6 documents in 4.1 s: 5 done (22 results), 1 failed ...
+ *   {"time":"YYYY-MM-DDTHH:MM:SSZ","level":"info","event":"summary","message":"6 documents ...",
  *    "documents":6,"done":5,"failed":1,...}
  */
 #ifndef PL_SAY_H
