@@ -137,22 +137,18 @@ static void status_shards(const pl_run *r, uint32_t n) {
  * should show first, before a run refuses it. */
 static int check_outputs(const pl_run *r) {
     if (!r->ck.results_path) return 0;
-    const job_spec *j = &r->job;
-    char res[4200], errs[4200];
-    snprintf(res, sizeof(res), "%s%s", j->outputs.jsonl, j->outputs.gzip ? ".gz" : "");
-    dp_path_dir(j->outputs.jsonl, errs, sizeof(errs));
-    size_t n = strlen(errs);
-    snprintf(errs + n, sizeof(errs) - n, "/errors.jsonl");
-    char inter[4200] = "";
-    if (j->outputs.intermediate)
-        snprintf(inter, sizeof(inter), "%s%s", j->outputs.intermediate, j->outputs.gzip ? ".gz" : "");
-    const char *paths[3] = {res, errs, inter},
+    /* the files the checkpoint itself names (relative to the job's folder, as run wrote them),
+     * rather than names derived again from the job */
+    const char *rel[3] = {r->ck.results_path, r->ck.errors_path, r->ck.inter_path},
                *want[3] = {r->ck.results_sha256, r->ck.errors_sha256, r->ck.inter_sha256};
     const uint64_t bytes[3] = {r->ck.results_bytes, r->ck.errors_bytes, r->ck.inter_bytes};
     for (int i = 0; i < 3; i++) {
-        if (!want[i][0] || !paths[i][0]) continue;
+        if (!rel[i] || !want[i][0]) continue;
+        char path[8400];
+        if (rel[i][0] == '/' || !r->job.dir[0]) snprintf(path, sizeof(path), "%s", rel[i]);
+        else snprintf(path, sizeof(path), "%s/%s", r->job.dir, rel[i]);
         dp_err err = {0};
-        dp_status st = pl_file_check_prefix(paths[i], bytes[i], want[i], &err);
+        dp_status st = pl_file_check_prefix(path, bytes[i], want[i], &err);
         if (st) {
             fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
             return st == DP_EFORMAT ? PL_EXIT_DATAERR : PL_EXIT_IOERR;

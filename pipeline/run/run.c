@@ -484,7 +484,8 @@ static int open_state(pl_run *r, bool restart_requested) {
             return st == DP_EFORMAT ? PL_EXIT_DATAERR : pl_exit_for_write(st);
         }
     }
-    if ((st = pl_ledger_load(r->ledger_path, r->ck.ledger_bytes, r->ck.ledger_sha256, &r->ledger, &err))) {
+    /* (no hash to compare: pl_sink_open checked these very bytes a moment ago) */
+    if ((st = pl_ledger_load(r->ledger_path, r->ck.ledger_bytes, NULL, &r->ledger, &err))) {
         pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
         return st == DP_EFORMAT ? PL_EXIT_DATAERR : PL_EXIT_IOERR;
     }
