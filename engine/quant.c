@@ -255,22 +255,6 @@ static void deq_q8_k(const void *src, float *dst, int64_t n) {
 
 /* ---- Type table ------------------------------------------------------------------------- */
 
-/* Reference quantizers live in quant_ref.c. */
-void eng_quantize_row_q4_0(const float *x, void *y, int64_t n);
-void eng_quantize_row_q4_1(const float *x, void *y, int64_t n);
-void eng_quantize_row_q5_0(const float *x, void *y, int64_t n);
-void eng_quantize_row_q5_1(const float *x, void *y, int64_t n);
-void eng_quantize_row_q8_0(const float *x, void *y, int64_t n);
-void eng_quantize_row_q2_k(const float *x, void *y, int64_t n);
-void eng_quantize_row_q3_k(const float *x, void *y, int64_t n);
-void eng_quantize_row_q4_k(const float *x, void *y, int64_t n);
-void eng_quantize_row_q5_k(const float *x, void *y, int64_t n);
-void eng_quantize_row_q6_k(const float *x, void *y, int64_t n);
-void eng_quantize_row_q8_k(const float *x, void *y, int64_t n);
-void eng_quantize_row_f16(const float *x, void *y, int64_t n);
-void eng_quantize_row_bf16(const float *x, void *y, int64_t n);
-void eng_quantize_row_f32(const float *x, void *y, int64_t n);
-
 static const eng_type_traits g_types[ENG_TYPE_COUNT] = {
     [ENG_TYPE_F32] = {"F32", 1, 4, deq_f32, eng_quantize_row_f32},
     [ENG_TYPE_F16] = {"F16", 1, 2, deq_f16, eng_quantize_row_f16},

@@ -132,4 +132,20 @@ eng_f16 eng_f32_to_f16(float f); /* round to nearest even; overflow -> inf; NaN 
 float eng_bf16_to_f32(eng_bf16 h);
 eng_bf16 eng_f32_to_bf16(float f); /* round to nearest even; NaN kept quiet */
 
+/* The reference quantizer of each type (quant_ref.c), one row of n (a multiple of the block). */
+void eng_quantize_row_q4_0(const float *x, void *y, int64_t n);
+void eng_quantize_row_q4_1(const float *x, void *y, int64_t n);
+void eng_quantize_row_q5_0(const float *x, void *y, int64_t n);
+void eng_quantize_row_q5_1(const float *x, void *y, int64_t n);
+void eng_quantize_row_q8_0(const float *x, void *y, int64_t n);
+void eng_quantize_row_q2_k(const float *x, void *y, int64_t n);
+void eng_quantize_row_q3_k(const float *x, void *y, int64_t n);
+void eng_quantize_row_q4_k(const float *x, void *y, int64_t n);
+void eng_quantize_row_q5_k(const float *x, void *y, int64_t n);
+void eng_quantize_row_q6_k(const float *x, void *y, int64_t n);
+void eng_quantize_row_q8_k(const float *x, void *y, int64_t n);
+void eng_quantize_row_f16(const float *x, void *y, int64_t n);
+void eng_quantize_row_bf16(const float *x, void *y, int64_t n);
+void eng_quantize_row_f32(const float *x, void *y, int64_t n);
+
 #endif /* ENG_QUANT_H */

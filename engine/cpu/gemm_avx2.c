@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kernels_avx2.h"
 #include "quant.h"
 
 #define ROWS 16 /* weight rows per tile: two vectors of 8 lanes */
@@ -50,7 +51,6 @@ enum { KQ4, KQ5, KQ6 };
 #define TB_Q 4096
 #define TB_BYTES(nsub) (TB_Q + (size_t)(nsub) * 64 + 8 * 64 + 2 * 64)
 
-size_t eng_gemm_ws_avx2(int64_t k, int n_tok);
 size_t eng_gemm_ws_avx2(int64_t k, int n_tok) {
     (void)k;
     return 64 + TB_BYTES(16) + (size_t)n_tok * ROWS * sizeof(float);
@@ -342,7 +342,6 @@ static void gemm_q6_k(int64_t k, const void *w, size_t rb, int64_t r0, int64_t r
     gemm_k(KQ6, k, w, rb, r0, r1, x, xs, n, y, ldy, ws);
 }
 
-eng_gemm_fn eng_gemm_avx2(int wt);
 eng_gemm_fn eng_gemm_avx2(int wt) {
     switch (wt) {
     case ENG_TYPE_Q4_K: return gemm_q4_k;

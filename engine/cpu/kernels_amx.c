@@ -47,6 +47,8 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kernels_amx.h"
+#include "kernels_avx512.h"
 #include "kscales.h"
 #include "quant.h"
 #include "tile_avx512.h"
@@ -97,7 +99,6 @@ static void amx_configure(int kb) {
 #define FACC (16 * 16 * 4) /* one group's or tile's accumulators, [16 rows][16 tokens] floats */
 #define PANEL 4            /* row tiles that share a block's activation tiles (one group) */
 
-size_t eng_gemm_ws_amx(int64_t k, int n_tok);
 size_t eng_gemm_ws_amx(int64_t k, int n_tok) {
     const size_t nb = (size_t)(k + 255) / 256, nb8 = (size_t)(k + 31) / 32, groups = (size_t)(n_tok + TOK - 1) / TOK;
     const size_t w_k = 3 * (WB_K + TAB_K), w_8 = nb8 * (WB_8 + TAB_8);
@@ -134,7 +135,6 @@ static inline int k_value(int kind, int s, int p) {
  * kernels_dispatch.c calls once, on the thread that first asks for kernels and before any GEMM
  * runs. */
 static alignas(64) uint8_t ctl_even[3][4][64];
-void eng_amx_init(void);
 void eng_amx_init(void) {
     for (int kind = 0; kind < 3; kind++)
         for (int s = 0; s < 4; s++)
@@ -570,8 +570,6 @@ static inline void group_q8_0(const uint8_t *wbuf, int64_t nb, const uint8_t *ta
 
 /* ---- entry points ------------------------------------------------------------------------ */
 
-eng_gemm_fn eng_gemm_avx512(int weight_type);
-
 static void gemm_amx(int wt, int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1, const void *x, size_t xs,
                      int n_tok, float *y, int ldy, void *ws) {
     /* below this many tokens the AVX-512 GEMM is as fast or faster (single thread, weights from
@@ -660,7 +658,6 @@ static void gemm_amx_q8_0(int64_t k, const void *w, size_t rb, int64_t r0, int64
     gemm_amx(ENG_TYPE_Q8_0, k, w, rb, r0, r1, x, xs, n, y, ldy, ws);
 }
 
-eng_gemm_fn eng_gemm_amx(int wt);
 eng_gemm_fn eng_gemm_amx(int wt) {
     switch (wt) {
     case ENG_TYPE_Q4_K: return gemm_amx_q4_k;

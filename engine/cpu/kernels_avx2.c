@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kernels_avx2.h"
 #include "kscales.h"
 #include "quant.h"
 
@@ -382,7 +383,6 @@ static void dot4_q5_0(int64_t k, const void *w, const void *x, size_t xs, float 
 static void dot4_q4_1(int64_t k, const void *w, const void *x, size_t xs, float o[4]) { dot4_unsigned(k, w, x, xs, o, ENG_TYPE_Q4_1); }
 static void dot4_q5_1(int64_t k, const void *w, const void *x, size_t xs, float o[4]) { dot4_unsigned(k, w, x, xs, o, ENG_TYPE_Q5_1); }
 
-eng_vec_dot4_fn eng_vec_dot4_avx2(int wt);
 eng_vec_dot4_fn eng_vec_dot4_avx2(int wt) {
     switch (wt) {
     case ENG_TYPE_Q8_0: return dot4_q8_0;
@@ -394,7 +394,6 @@ eng_vec_dot4_fn eng_vec_dot4_avx2(int wt) {
     }
 }
 
-eng_vec_dot_fn eng_vec_dot_avx2(int wt);
 eng_vec_dot_fn eng_vec_dot_avx2(int wt) {
     switch (wt) {
     case ENG_TYPE_F32: return dot_f32;
@@ -416,7 +415,6 @@ eng_vec_dot_fn eng_vec_dot_avx2(int wt) {
 
 /* Q8_K exactly as the reference (quant_ref.c): the first element of largest magnitude sets
  * the scale, values round half to even (the default MXCSR mode, as lrintf), bsums per 16. */
-void eng_quantize_q8_k_avx2(const float *x, void *y, int64_t n);
 void eng_quantize_q8_k_avx2(const float *x, void *y, int64_t n) {
     eng_block_q8_k *b = y;
     const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -484,7 +482,6 @@ static inline __m256i tail8(int64_t left) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(left > 8 ? 8 : (int)left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-void eng_softmax_avx2(float *s, int n, float scale);
 void eng_softmax_avx2(float *s, int n, float scale) {
     const __m256 sv = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
     __m256 mx = ninf;
@@ -519,7 +516,6 @@ static inline __m256 silu8(__m256 x) {
     return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp256(_mm256_sub_ps(_mm256_setzero_ps(), x))));
 }
 
-void eng_swiglu_avx2(const float *g, const float *u, float *out, int64_t n);
 void eng_swiglu_avx2(const float *g, const float *u, float *out, int64_t n) {
     for (int64_t i = 0; i < n; i += 8) {
         const __m256i m = tail8(n - i);
@@ -527,7 +523,6 @@ void eng_swiglu_avx2(const float *g, const float *u, float *out, int64_t n) {
     }
 }
 
-void eng_silu_avx2(const float *x, float *out, int64_t n);
 void eng_silu_avx2(const float *x, float *out, int64_t n) {
     for (int64_t i = 0; i < n; i += 8) {
         const __m256i m = tail8(n - i);
@@ -535,7 +530,6 @@ void eng_silu_avx2(const float *x, float *out, int64_t n) {
     }
 }
 
-void eng_mul_sigmoid_avx2(float *x, const float *g, int64_t n);
 void eng_mul_sigmoid_avx2(float *x, const float *g, int64_t n) {
     const __m256 one = _mm256_set1_ps(1.0f);
     for (int64_t i = 0; i < n; i += 8) {
@@ -547,8 +541,6 @@ void eng_mul_sigmoid_avx2(float *x, const float *g, int64_t n) {
 
 /* ---- Gated DeltaNet step and conversions ------------------------------------------------- */
 
-void eng_delta_step_avx2(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
-                         int dv, float *o);
 void eng_delta_step_avx2(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
                          int dv, float *o) {
     if (dk % 8) {
@@ -575,7 +567,6 @@ void eng_delta_step_avx2(float *S, const float *k, const float *v, const float *
     }
 }
 
-void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n);
 void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
@@ -584,7 +575,6 @@ void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n) {
 
 /* Round to nearest even, as eng_f32_to_f16; a NaN becomes the sign and 0x7E00 as there (F16C keeps
  * payload bits), so the bits are the scalar ones for every input. */
-void eng_f32_to_f16_row_avx2(const float *x, uint16_t *y, int64_t n);
 void eng_f32_to_f16_row_avx2(const float *x, uint16_t *y, int64_t n) {
     int64_t i = 0;
     const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
@@ -609,7 +599,6 @@ void eng_f32_to_f16_row_avx2(const float *x, uint16_t *y, int64_t n) {
 
 /* ---- attention rows ---------------------------------------------------------------------- */
 
-float eng_kv_dot_f16_avx2(const float *q, const void *k, int n);
 float eng_kv_dot_f16_avx2(const float *q, const void *k, int n) {
     const uint16_t *h = k;
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -623,10 +612,8 @@ float eng_kv_dot_f16_avx2(const float *q, const void *k, int n) {
     return s;
 }
 
-float eng_kv_dot_f32_avx2(const float *q, const void *k, int n);
 float eng_kv_dot_f32_avx2(const float *q, const void *k, int n) { return dot_f32(n, k, q); }
 
-void eng_kv_axpy_f16_avx2(float *acc, float w, const void *v, int n);
 void eng_kv_axpy_f16_avx2(float *acc, float w, const void *v, int n) {
     const uint16_t *h = v;
     const __m256 vw = _mm256_set1_ps(w);
@@ -676,7 +663,6 @@ static inline float ld1_f32(const uint8_t *row, int j) { return ((const float *)
 KV_AXPY_ROWS(eng_kv_axpy_rows_f32_avx2, ld8_f32)
 #undef load1
 
-void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n);
 void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n) {
     const float *x = v;
     const __m256 vw = _mm256_set1_ps(w);
@@ -719,7 +705,6 @@ static inline __attribute__((always_inline)) void dots_4x2(const float *q, size_
         for (int j = 0; j < np; j++) s[(size_t)g * ls + j] = r[2 * g + j];
 }
 
-void eng_kv_dots_f16_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
 void eng_kv_dots_f16_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
     const uint8_t *kb = k;
     if (hd % 8) { /* not a model shape seen so far */
@@ -771,7 +756,6 @@ static inline __attribute__((always_inline)) void mix_4x16(float *acc, size_t la
     }
 }
 
-void eng_kv_mix_f16_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
 void eng_kv_mix_f16_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
     const uint8_t *vb = v;
     if (hd % 16) {

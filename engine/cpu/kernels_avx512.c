@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kernels_avx512.h"
 #include "kscales.h"
 #include "quant.h"
 #include "tile_avx512.h"
@@ -234,7 +235,6 @@ static inline __m512 sum16(const __m512 *a) { return sum16_tree(a, false); }
 
 /* Q8_K exactly as the reference (quant_ref.c): the first element of largest magnitude sets
  * the scale, values round half to even (the default MXCSR mode), bsums per 16. */
-void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n);
 void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n) {
     eng_block_q8_k *b = y;
     const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
@@ -292,7 +292,6 @@ static inline __m512 exp512(__m512 x) {
 
 static inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
 
-void eng_softmax_avx512(float *s, int n, float scale);
 void eng_softmax_avx512(float *s, int n, float scale) {
     const __m512 sv = _mm512_set1_ps(scale);
     __m512 mx = _mm512_set1_ps(-INFINITY);
@@ -318,7 +317,6 @@ void eng_softmax_avx512(float *s, int n, float scale) {
     }
 }
 
-void eng_swiglu_avx512(const float *g, const float *u, float *out, int64_t n);
 void eng_swiglu_avx512(const float *g, const float *u, float *out, int64_t n) {
     const __m512 one = _mm512_set1_ps(1.0f);
     for (int64_t i = 0; i < n; i += 16) {
@@ -329,7 +327,6 @@ void eng_swiglu_avx512(const float *g, const float *u, float *out, int64_t n) {
     }
 }
 
-void eng_silu_avx512(const float *x, float *out, int64_t n);
 void eng_silu_avx512(const float *x, float *out, int64_t n) {
     const __m512 one = _mm512_set1_ps(1.0f);
     for (int64_t i = 0; i < n; i += 16) {
@@ -339,7 +336,6 @@ void eng_silu_avx512(const float *x, float *out, int64_t n) {
     }
 }
 
-void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n);
 void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n) {
     const __m512 one = _mm512_set1_ps(1.0f);
     for (int64_t i = 0; i < n; i += 16) {
@@ -389,8 +385,6 @@ static inline __attribute__((always_inline)) void delta_rows(int NR, float *S, i
     for (int r = 0; r < NR; r++) o[j + r] = _mm512_reduce_add_ps(a[r]);
 }
 
-void eng_delta_step_avx512(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
-                           int dv, float *o);
 void eng_delta_step_avx512(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
                            int dv, float *o) {
     if (dk % 16) { /* not a model shape seen so far */
@@ -475,11 +469,9 @@ static inline __attribute__((always_inline)) void kv_dots(bool wide, const float
     }
 }
 
-void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
 void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
     kv_dots(false, q, lq, G, k, kst, n, hd, s, ls);
 }
-void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
 void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
     kv_dots(true, q, lq, G, k, kst, n, hd, s, ls);
 }
@@ -542,11 +534,9 @@ static inline __attribute__((always_inline)) void kv_mix(bool wide, float *acc, 
     }
 }
 
-void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
 void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
     kv_mix(false, acc, la, G, w, lw, v, vst, n, hd);
 }
-void eng_kv_mix_f16w_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
 void eng_kv_mix_f16w_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
     kv_mix(true, acc, la, G, w, lw, v, vst, n, hd);
 }
@@ -562,7 +552,6 @@ void eng_kv_mix_f16w_avx512(float *acc, size_t la, int G, const float *w, size_t
 #define TB_SC(nsub) ((size_t)(nsub) * 64)
 #define TB_BYTES(nsub) (TB_Q + TB_SC(nsub) + 8 * 64 + 2 * 64)
 
-size_t eng_gemm_ws_avx512(int64_t k);
 /* enough for a K-quant tile (k / 256 blocks) or a Q8_0 tile (k / 32 blocks, TB8 bytes each) */
 size_t eng_gemm_ws_avx512(int64_t k) { return (size_t)(k / 256) * TB_BYTES(16) + (size_t)(k / 32 + 1) * (8 * 64 + 128) + 64; }
 
@@ -834,7 +823,6 @@ static void prep_q8_0(void *x, size_t xs, int n_tok, int64_t k) {
     }
 }
 
-eng_gemm_prep_fn eng_gemm_prep_avx512(int wt);
 eng_gemm_prep_fn eng_gemm_prep_avx512(int wt) { return wt == ENG_TYPE_Q8_0 ? prep_q8_0 : NULL; }
 
 static inline __attribute__((always_inline)) void gemm_k(int kind, int64_t k, const void *w, size_t row_bytes,
@@ -865,7 +853,6 @@ static void gemm_q6_k(int64_t k, const void *w, size_t rb, int64_t r0, int64_t r
     gemm_k(KQ6, k, w, rb, r0, r1, x, xs, n, y, ldy, ws);
 }
 
-eng_gemm_fn eng_gemm_avx512(int wt);
 eng_gemm_fn eng_gemm_avx512(int wt) {
     switch (wt) {
     case ENG_TYPE_Q4_K: return gemm_q4_k;
@@ -876,7 +863,6 @@ eng_gemm_fn eng_gemm_avx512(int wt) {
     }
 }
 
-eng_vec_dot_fn eng_vec_dot_avx512(int wt);
 eng_vec_dot_fn eng_vec_dot_avx512(int wt) {
     switch (wt) {
     case ENG_TYPE_Q4_K: return dot_q4_k;

@@ -11,6 +11,10 @@
 
 #include "engine.h"
 #include "kernels.h"
+#include "kernels_amx.h"
+#include "kernels_avx2.h"
+#include "kernels_avx512.h"
+#include "kernels_ref.h"
 #include "platform.h"
 #include "quant.h"
 
@@ -22,45 +26,6 @@ void eng_cpu_disable_avx512(bool on) { g_no_avx512 = on; }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
-eng_vec_dot_fn eng_vec_dot_avx2(int weight_type);
-eng_vec_dot4_fn eng_vec_dot4_avx2(int weight_type);
-void eng_delta_step_avx2(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
-                         int dv, float *o);
-void eng_delta_step_avx512(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
-                           int dv, float *o);
-void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n);
-void eng_f32_to_f16_row_avx2(const float *x, uint16_t *y, int64_t n);
-float eng_kv_dot_f16_avx2(const float *q, const void *k, int n);
-float eng_kv_dot_f32_avx2(const float *q, const void *k, int n);
-void eng_kv_axpy_f16_avx2(float *acc, float w, const void *v, int n);
-void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n);
-void eng_delta_chunk_avx2(int c, const float *const *q, const float *const *k, const float *const *v,
-                          const float *beta, const float *g, float *St, int dk, int dv, float *O, float *ws);
-eng_gemm_fn eng_gemm_avx2(int weight_type);
-size_t eng_gemm_ws_avx2(int64_t k, int n_tok);
-eng_vec_dot_fn eng_vec_dot_avx512(int weight_type);
-eng_gemm_fn eng_gemm_avx512(int weight_type);
-eng_gemm_prep_fn eng_gemm_prep_avx512(int weight_type);
-size_t eng_gemm_ws_avx512(int64_t k);
-void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
-void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
-void eng_softmax_avx512(float *s, int n, float scale);
-void eng_softmax_avx2(float *s, int n, float scale);
-void eng_kv_dots_f16_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls);
-void eng_kv_mix_f16_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
-void eng_swiglu_avx2(const float *g, const float *u, float *out, int64_t n);
-void eng_mul_sigmoid_avx2(float *x, const float *g, int64_t n);
-void eng_silu_avx2(const float *x, float *out, int64_t n);
-void eng_swiglu_avx512(const float *g, const float *u, float *out, int64_t n);
-void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n);
-void eng_silu_avx512(const float *x, float *out, int64_t n);
-void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
-void eng_kv_mix_f16w_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd);
-#ifdef DP_HAVE_AMX_BUILD
-eng_gemm_fn eng_gemm_amx(int weight_type);
-size_t eng_gemm_ws_amx(int64_t k, int n_tok);
-void eng_amx_init(void);
-#endif
 static int g_avx2 = -1, g_avx512 = -1, g_amx = -1;
 static bool have_avx2(void) {
     if (g_avx2 < 0) {
@@ -141,12 +106,6 @@ eng_vec_dot4_fn eng_vec_dot4_best(int wt) {
     return NULL;
 }
 
-void eng_act_quantize_ref(int act_type, const float *x, void *y, int64_t k);
-#ifdef DP_HAVE_X86
-void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n);
-void eng_quantize_q8_k_avx2(const float *x, void *y, int64_t n);
-#endif
-
 void eng_act_quantize(int act_type, const float *x, void *y, int64_t k) {
 #ifdef DP_HAVE_X86
     if (act_type == ENG_TYPE_Q8_K && !g_force_scalar && have_avx512()) {
@@ -205,11 +164,6 @@ eng_delta_step_fn eng_delta_step_best(void) {
     return eng_delta_step_ref;
 }
 
-float eng_kv_dot_f32_ref(const float *q, const void *k, int n);
-float eng_kv_dot_f16_ref(const float *q, const void *k, int n);
-void eng_kv_axpy_f32_ref(float *acc, float w, const void *v, int n);
-void eng_kv_axpy_f16_ref(float *acc, float w, const void *v, int n);
-
 eng_kv_dot_fn eng_kv_dot_best(int kv_type, bool exact) {
 #ifdef DP_HAVE_X86
     if (!exact && !g_force_scalar && have_avx2()) return kv_type == ENG_TYPE_F16 ? eng_kv_dot_f16_avx2 : eng_kv_dot_f32_avx2;
@@ -217,9 +171,6 @@ eng_kv_dot_fn eng_kv_dot_best(int kv_type, bool exact) {
     (void)exact;
     return kv_type == ENG_TYPE_F16 ? eng_kv_dot_f16_ref : eng_kv_dot_f32_ref;
 }
-
-void eng_kv_axpy_rows_f16_avx2(float *acc, const float *w, const void *v, size_t stride, int n, int hd);
-void eng_kv_axpy_rows_f32_avx2(float *acc, const float *w, const void *v, size_t stride, int n, int hd);
 
 static void axpy_rows_f16_ref(float *acc, const float *w, const void *v, size_t stride, int n, int hd) {
     for (int p = 0; p < n; p++) eng_kv_axpy_f16_ref(acc, w[p], (const uint8_t *)v + (size_t)p * stride, hd);
@@ -316,11 +267,6 @@ eng_delta_chunk_fn eng_delta_chunk_best(void) {
 #endif
     return eng_delta_chunk_ref;
 }
-
-void eng_softmax_ref(float *s, int n, float scale);
-void eng_swiglu_ref(const float *g, const float *u, float *out, int64_t n);
-void eng_mul_sigmoid_ref(float *x, const float *g, int64_t n);
-void eng_silu_ref(const float *x, float *out, int64_t n);
 
 eng_softmax_fn eng_softmax_best(bool exact) {
 #ifdef DP_HAVE_X86

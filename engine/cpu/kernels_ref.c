@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kernels_ref.h"
 #include "quant.h"
 
 #define F16(x) eng_f16_to_f32(x)
@@ -37,7 +38,6 @@ static float q8_block(const float *x, int8_t qs[32], int *sum) {
     return d;
 }
 
-void eng_act_quantize_ref(int act_type, const float *x, void *y, int64_t k);
 void eng_act_quantize_ref(int act_type, const float *x, void *y, int64_t k) {
     int sum;
     if (act_type == ENG_TYPE_Q8_0) {
@@ -286,10 +286,8 @@ void eng_delta_step_ref(float *S, const float *k, const float *v, const float *q
 #define DELTA_CHUNK_DOT dc_dot_ref
 #include "delta_chunk.h"
 
-float eng_kv_dot_f32_ref(const float *q, const void *k, int n);
 float eng_kv_dot_f32_ref(const float *q, const void *k, int n) { return eng_dot_f32(q, k, n); }
 
-float eng_kv_dot_f16_ref(const float *q, const void *k, int n);
 float eng_kv_dot_f16_ref(const float *q, const void *k, int n) {
     const eng_f16 *h = k;
     float s[8] = {0};
@@ -297,19 +295,16 @@ float eng_kv_dot_f16_ref(const float *q, const void *k, int n) {
     return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
-void eng_kv_axpy_f32_ref(float *acc, float w, const void *v, int n);
 void eng_kv_axpy_f32_ref(float *acc, float w, const void *v, int n) {
     const float *x = v;
     for (int i = 0; i < n; i++) acc[i] += w * x[i];
 }
 
-void eng_kv_axpy_f16_ref(float *acc, float w, const void *v, int n);
 void eng_kv_axpy_f16_ref(float *acc, float w, const void *v, int n) {
     const eng_f16 *x = v;
     for (int i = 0; i < n; i++) acc[i] += w * F16(x[i]);
 }
 
-void eng_softmax_ref(float *s, int n, float scale);
 void eng_softmax_ref(float *s, int n, float scale) {
     float mx = -INFINITY;
     for (int p = 0; p < n; p++) {
@@ -325,17 +320,14 @@ void eng_softmax_ref(float *s, int n, float scale) {
     for (int p = 0; p < n; p++) s[p] *= inv;
 }
 
-void eng_swiglu_ref(const float *g, const float *u, float *out, int64_t n);
 void eng_swiglu_ref(const float *g, const float *u, float *out, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-void eng_silu_ref(const float *x, float *out, int64_t n);
 void eng_silu_ref(const float *x, float *out, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
-void eng_mul_sigmoid_ref(float *x, const float *g, int64_t n);
 void eng_mul_sigmoid_ref(float *x, const float *g, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] *= 1.0f / (1.0f + expf(-g[i]));
 }
