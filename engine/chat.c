@@ -2,7 +2,7 @@
  * chat.c - see chat.h. Rules from model-formats.md §6.1-6.2; detection order from 6.4 (most
  * specific first). In the Jinja source "\n" inside a string literal is two characters.
  */
-#include "chat.h"
+#include "engine.h"
 
 #include <string.h>
 

@@ -21,19 +21,369 @@
 #ifndef ENG_ENGINE_H
 #define ENG_ENGINE_H
 
-#include "gguf.h"
-#include "gguf_writer.h"
-#include "model_info.h"
-#include "quant.h"
-#include "quantize.h"
-#include "device.h"
-#include "status.h"
-#include "test_model.h"
-#include "tokenizer.h"
-#include "chat.h"
-#include "sampler.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
-/* ---- Inference ---------------------------------------------------------------------------- */
+#include "device.h"
+#include "dynbuf.h"
+#include "status.h"
+
+/* ---- Element types (ggml's type ids, as GGUF files store them) ----------------------------------- */
+
+typedef enum eng_type {
+    ENG_TYPE_F32 = 0,
+    ENG_TYPE_F16 = 1,
+    ENG_TYPE_Q4_0 = 2,
+    ENG_TYPE_Q4_1 = 3,
+    ENG_TYPE_Q5_0 = 6,
+    ENG_TYPE_Q5_1 = 7,
+    ENG_TYPE_Q8_0 = 8,
+    ENG_TYPE_Q8_1 = 9,
+    ENG_TYPE_Q2_K = 10,
+    ENG_TYPE_Q3_K = 11,
+    ENG_TYPE_Q4_K = 12,
+    ENG_TYPE_Q5_K = 13,
+    ENG_TYPE_Q6_K = 14,
+    ENG_TYPE_Q8_K = 15,
+    ENG_TYPE_I8 = 24,
+    ENG_TYPE_I16 = 25,
+    ENG_TYPE_I32 = 26,
+    ENG_TYPE_I64 = 27,
+    ENG_TYPE_F64 = 28,
+    ENG_TYPE_BF16 = 30,
+    ENG_TYPE_COUNT = 43, /* ids below this have a name; only some are supported */
+} eng_type;
+
+/* "Q4_K", or "type 99" (a static buffer per thread) for unknown ids. Borrowed. */
+const char *eng_type_name(int id);
+/* Parses a name case-insensitively ("q4_k", "F16"). Returns -1 if unknown. */
+int eng_type_from_name(const char *name);
+/* True when a file may hold tensors of this type and the engine can decode them. */
+bool eng_type_is_supported(int id);
+
+/* ---- GGUF files: validated metadata and zero-copy tensor views over a mapping -------------------- */
+
+typedef enum eng_gguf_type {
+    ENG_GGUF_TYPE_UINT8 = 0,
+    ENG_GGUF_TYPE_INT8 = 1,
+    ENG_GGUF_TYPE_UINT16 = 2,
+    ENG_GGUF_TYPE_INT16 = 3,
+    ENG_GGUF_TYPE_UINT32 = 4,
+    ENG_GGUF_TYPE_INT32 = 5,
+    ENG_GGUF_TYPE_FLOAT32 = 6,
+    ENG_GGUF_TYPE_BOOL = 7,
+    ENG_GGUF_TYPE_STRING = 8,
+    ENG_GGUF_TYPE_ARRAY = 9,
+    ENG_GGUF_TYPE_UINT64 = 10,
+    ENG_GGUF_TYPE_INT64 = 11,
+    ENG_GGUF_TYPE_FLOAT64 = 12,
+    ENG_GGUF_TYPE_COUNT,
+} eng_gguf_type;
+
+#define ENG_GGUF_MAX_DIMS 4
+#define ENG_GGUF_MAX_NAME 64                 /* tensor names are shorter than this */
+
+typedef struct eng_gguf eng_gguf;
+
+/* A string inside the mapping: not NUL-terminated; print with "%.*s", (int)s.len, s.ptr. */
+typedef struct eng_gguf_str {
+    const char *ptr;
+    uint64_t len;
+} eng_gguf_str;
+
+typedef struct eng_gguf_kv {
+    eng_gguf_str key;
+    eng_gguf_type type;       /* value type */
+    eng_gguf_type arr_type;   /* element type when type == ARRAY */
+    uint64_t n;               /* elements (1 for a scalar) */
+    const uint8_t *data;      /* scalar or first element, unaligned */
+    const eng_gguf_str *strs; /* STRING values: n entries (also for a scalar string) */
+    uint64_t file_offset;     /* where the key starts, for messages */
+} eng_gguf_kv;
+
+typedef struct eng_gguf_tensor {
+    char name[ENG_GGUF_MAX_NAME];
+    uint32_t n_dims;
+    int64_t ne[ENG_GGUF_MAX_DIMS]; /* ne[0] contiguous; missing dims are 1 */
+    int type;                      /* eng_type id */
+    uint64_t offset;               /* relative to the data section */
+    size_t nbytes;
+    const void *data;              /* view into the mapping */
+} eng_gguf_tensor;
+
+/* Opens and validates path (mmap'd). *out takes ownership; free with eng_gguf_close(). */
+dp_status eng_gguf_open(const char *path, eng_gguf **out, dp_err *err);
+void eng_gguf_close(eng_gguf *g);
+
+uint32_t eng_gguf_version(const eng_gguf *g);
+uint32_t eng_gguf_alignment(const eng_gguf *g);
+size_t eng_gguf_file_size(const eng_gguf *g);
+
+int64_t eng_gguf_n_kv(const eng_gguf *g);
+const eng_gguf_kv *eng_gguf_kv_at(const eng_gguf *g, int64_t i);
+/* NULL when absent. */
+const eng_gguf_kv *eng_gguf_find(const eng_gguf *g, const char *key);
+
+int64_t eng_gguf_n_tensors(const eng_gguf *g);
+const eng_gguf_tensor *eng_gguf_tensor_at(const eng_gguf *g, int64_t i);
+/* NULL when absent. */
+const eng_gguf_tensor *eng_gguf_find_tensor(const eng_gguf *g, const char *name);
+
+const char *eng_gguf_type_name(eng_gguf_type t); /* "UINT32"; borrowed */
+
+/* Typed getters. Absent key: DP_ENOENT. Wrong type or value out of range: DP_EFORMAT with the
+ * key, the type found and what is allowed. Integer getters accept any integer width whose
+ * value fits (writers differ); float getters accept FLOAT32 and FLOAT64. */
+dp_status eng_gguf_get_u32(const eng_gguf *g, const char *key, uint32_t *out, dp_err *err);
+dp_status eng_gguf_get_i64(const eng_gguf *g, const char *key, int64_t *out, dp_err *err);
+dp_status eng_gguf_get_f32(const eng_gguf *g, const char *key, float *out, dp_err *err);
+dp_status eng_gguf_get_bool(const eng_gguf *g, const char *key, bool *out, dp_err *err);
+dp_status eng_gguf_get_str(const eng_gguf *g, const char *key, eng_gguf_str *out, dp_err *err);
+/* An ARRAY whose elements have type elem (use ENG_GGUF_TYPE_COUNT to accept any). */
+dp_status eng_gguf_get_arr(const eng_gguf *g, const char *key, eng_gguf_type elem,
+                           const eng_gguf_kv **out, dp_err *err);
+
+/* Element i of an integer scalar or array kv as int64 (any integer width). */
+bool eng_gguf_kv_int(const eng_gguf_kv *kv, uint64_t i, int64_t *out);
+/* Element i of a FLOAT32/FLOAT64 kv. */
+bool eng_gguf_kv_float(const eng_gguf_kv *kv, uint64_t i, double *out);
+/* True when the key equals s (NUL-terminated). */
+bool eng_gguf_str_eq(eng_gguf_str a, const char *s);
+
+/* ---- What a model is: hyper-parameters and the memory it needs (docs/model-formats.md §8) -------- */
+
+#define ENG_MAX_LAYERS 512
+
+typedef enum eng_arch {
+    ENG_ARCH_UNKNOWN = 0,
+    ENG_ARCH_LLAMA,
+    ENG_ARCH_QWEN2,
+    ENG_ARCH_QWEN3,
+    ENG_ARCH_QWEN35,
+} eng_arch;
+
+typedef struct eng_model_info {
+    eng_arch arch;
+    char arch_name[64];
+    char name[128];
+    uint32_t file_type;       /* general.file_type, informational; UINT32_MAX if absent */
+    uint32_t n_layer_total;   /* block_count, including MTP blocks */
+    uint32_t n_nextn;         /* trailing MTP blocks */
+    uint32_t n_layer;         /* main layers = n_layer_total - n_nextn */
+    uint32_t n_embd, n_ff;
+    uint32_t n_head, n_head_kv;
+    uint32_t head_dim_k, head_dim_v;
+    uint32_t n_rot;
+    uint32_t n_ctx_train;
+    float rope_base, rms_eps;
+    char rope_scaling[16];    /* {arch}.rope.scaling.type, "" when absent or "none" */
+    bool rope_scaling_yarn;   /* a scaling type the engine does not implement yet */
+    uint32_t n_vocab;         /* rows of the embedding */
+    bool tied_embeddings;     /* no output.weight */
+    /* qwen35 (Gated DeltaNet) */
+    uint32_t ssm_conv_kernel, ssm_d_state, ssm_n_group, ssm_dt_rank, ssm_d_inner;
+    uint32_t full_attn_interval;
+    uint32_t n_attn_layers;   /* main layers with a KV cache */
+    uint32_t n_rec_layers;    /* main layers with recurrent state */
+    bool is_recurrent[ENG_MAX_LAYERS];
+    /* tokenizer */
+    char tok_model[32], tok_pre[32];
+    uint32_t n_tokens, n_merges;
+    int64_t bos_id, eos_id, pad_id; /* -1 when absent */
+    bool add_bos, has_chat_template;
+    /* tensors */
+    uint64_t weight_bytes;      /* all tensor data */
+    uint64_t weight_bytes_main; /* without MTP blocks */
+} eng_model_info;
+
+typedef struct eng_mem_estimate {
+    uint64_t weights;       /* tensor data used by the forward pass (mapped) */
+    uint64_t kv_cache;      /* F16 K and V for n_ctx tokens of each sequence */
+    uint64_t recurrent;     /* conv + delta state of each sequence (qwen35) */
+    uint64_t compute;       /* activations, logits and scratch */
+    uint64_t total;
+    uint64_t kv_per_token;  /* bytes per token per sequence */
+    uint64_t rec_per_seq;   /* bytes per sequence */
+} eng_mem_estimate;
+
+/* Reads and validates hyper-parameters. DP_EFORMAT names the key and the allowed range. */
+dp_status eng_model_info_load(const eng_gguf *g, eng_model_info *info, dp_err *err);
+/* Memory at n_ctx tokens per sequence and n_seqs sequences (prefill batch of n_ubatch). */
+void eng_model_mem_estimate(const eng_model_info *info, uint32_t n_ctx, uint32_t n_seqs, uint32_t n_ubatch,
+                            eng_mem_estimate *out);
+const char *eng_arch_name(eng_arch a);
+/* Name of a general.file_type value ("Q4_K_M"), or NULL if unknown. */
+const char *eng_file_type_name(uint32_t ft);
+
+/* ---- Tokenizer: byte-level BPE token for token as llama.cpp, streaming detokenizer --------------- */
+
+typedef struct eng_tokenizer eng_tokenizer;
+typedef struct eng_tok_ws eng_tok_ws;
+/* A growable array of token ids, owned by the caller. */
+typedef struct eng_tokens {
+    int32_t *ids;
+    size_t n, cap;
+} eng_tokens;
+
+dp_status eng_tokens_push(eng_tokens *t, int32_t id);
+void eng_tokens_free(eng_tokens *t);
+
+/* Loads the vocabulary, merges and special tokens. Refuses other tokenizer models and
+ * pre-tokenizers with a message naming them. *out takes ownership. */
+dp_status eng_tokenizer_load(const eng_gguf *g, eng_tokenizer **out, dp_err *err);
+void eng_tokenizer_free(eng_tokenizer *t);
+
+int32_t eng_tokenizer_n_vocab(const eng_tokenizer *t);
+int32_t eng_token_bos(const eng_tokenizer *t);          /* -1 if none */
+/* Whether tokenizing with add_special puts BOS first (tokenizer.ggml.add_bos_token). */
+bool eng_token_add_bos(const eng_tokenizer *t);
+/* End of generation: eos, or a token whose text is an end-of-turn marker (model-formats.md §6.3). */
+bool eng_token_is_eog(const eng_tokenizer *t, int32_t id);
+
+/* Per-thread workspace: a cache of tokenized pieces plus scratch. */
+dp_status eng_tok_ws_new(eng_tok_ws **out);
+void eng_tok_ws_free(eng_tok_ws *ws);
+
+/* Appends the ids of text[0..len) to out. add_special adds BOS/EOS as the file says (never
+ * for Qwen); parse_special lets control-token text (<|im_start|>) become those tokens. */
+dp_status eng_tokenize(const eng_tokenizer *t, eng_tok_ws *ws, const char *text, size_t len, bool add_special,
+                       bool parse_special, eng_tokens *out, dp_err *err);
+
+/* The bytes of one token: NORMAL tokens un-mapped from byte-level form, USER_DEFINED as is,
+ * CONTROL/UNKNOWN only when special is set, UNUSED nothing. Returns the length; *bytes is
+ * borrowed (may not end at a UTF-8 character boundary). */
+size_t eng_token_to_piece(const eng_tokenizer *t, int32_t id, bool special, const char **bytes);
+
+/* Appends the text of ids to out (a dp_buf-like byte vector managed by the caller). */
+typedef struct eng_detok {
+    uint8_t pending[4]; /* bytes of a character not complete yet */
+    size_t n_pending;
+} eng_detok;
+
+/* Streaming: writes the complete UTF-8 text that ids make so far into out (capacity must be
+ * >= 4 + the token's piece length) and returns its length; a character split across tokens is
+ * held back until it completes. eng_detok_flush returns what is left (possibly invalid). */
+size_t eng_detok_push(const eng_tokenizer *t, eng_detok *d, int32_t id, bool special, uint8_t *out, size_t cap);
+size_t eng_detok_flush(eng_detok *d, uint8_t *out);
+
+/* ---- Chat templates: ChatML families rendered by fixed rules (docs/model-formats.md §6) ---------- */
+
+typedef enum eng_chat_kind {
+    ENG_CHAT_CHATML = 0,        /* plain ChatML */
+    ENG_CHAT_QWEN25 = 1,        /* default system prompt when none is given */
+    ENG_CHAT_QWEN3 = 2,         /* hybrid thinking: off = empty think block */
+    ENG_CHAT_THINK_ALWAYS = 3,  /* Qwen3-2507-Thinking, QwQ: generation opens <think> */
+    ENG_CHAT_QWEN35 = 4,        /* trims contents; on = "<think>\n", off = empty think block */
+    ENG_CHAT_UNSUPPORTED = 5,
+} eng_chat_kind;
+
+typedef struct eng_chat_msg {
+    const char *role;    /* "system", "user", "assistant" */
+    const char *content;
+} eng_chat_msg;
+
+/* The family of a tokenizer.chat_template (bytes, not NUL-terminated). */
+eng_chat_kind eng_chat_detect(const char *tmpl, size_t len);
+const char *eng_chat_kind_name(eng_chat_kind k);
+/* Appends the rendered conversation to out. DP_EINVAL for an unsupported template, an
+ * unknown role, or (qwen35) no user message. */
+dp_status eng_chat_render(eng_chat_kind kind, const eng_chat_msg *msgs, size_t n, bool add_generation_prompt,
+                          bool enable_thinking, dp_buf *out, dp_err *err);
+/* The same, and where each message's content landed in out: spans[i] = {offset, length} (the
+ * content as the template keeps it: trimmed, or an earlier assistant turn without its
+ * reasoning). Everything outside the spans is the chat frame, the only text that may be
+ * tokenized with special-token parsing on: a message's text is plain text. */
+dp_status eng_chat_render_spans(eng_chat_kind kind, const eng_chat_msg *msgs, size_t n, bool add_generation_prompt,
+                                bool enable_thinking, dp_buf *out, size_t (*spans)[2], dp_err *err);
+
+/* ---- Sampling: llama.cpp's chain, one sampler and RNG per sequence (docs/model-formats.md §7) ---- */
+
+typedef struct eng_sampler_params {
+    float temp;              /* 0.8; <= 0: greedy */
+    int32_t top_k;           /* 40; <= 0: off */
+    float top_p;             /* 0.95; >= 1: off */
+    float min_p;             /* 0.05; <= 0: off */
+    float repeat_penalty;    /* 1.0: off */
+    float frequency_penalty; /* 0 */
+    float presence_penalty;  /* 0 */
+    int32_t penalty_last_n;  /* 64; 0 off, -1 whole history */
+    uint64_t seed;
+} eng_sampler_params;
+
+typedef struct eng_sampler eng_sampler;
+
+eng_sampler_params eng_sampler_default_params(void);
+dp_status eng_sampler_new(const eng_sampler_params *p, int32_t n_vocab, eng_sampler **out, dp_err *err);
+void eng_sampler_free(eng_sampler *s);
+/* Adds a token to the penalty history (prompt tokens too, as llama.cpp does). */
+void eng_sampler_accept(eng_sampler *s, int32_t token);
+/* Picks the next token from raw logits [n_vocab] (not modified). */
+int32_t eng_sampler_sample(eng_sampler *s, const float *logits);
+/* Argmax with ties to the lowest id. */
+int32_t eng_argmax(const float *logits, int32_t n);
+
+/* ---- Model files: quantization with llama.cpp's per-tensor mix, random-weight test models -------- */
+
+typedef enum eng_ftype {
+    ENG_FTYPE_Q4_0 = 2,
+    ENG_FTYPE_Q8_0 = 7,
+    ENG_FTYPE_Q4_K_M = 15,
+    ENG_FTYPE_Q5_K_M = 17,
+    ENG_FTYPE_Q6_K = 18,
+} eng_ftype;
+
+/* Called after each tensor: index, count, name, chosen type id, bytes written so far. */
+typedef void (*eng_quantize_progress_fn)(void *ud, int64_t i, int64_t n, const char *name, int type,
+                                         uint64_t bytes_out);
+
+/* "q4_k_m" -> ENG_FTYPE_Q4_K_M (case-insensitive); -1 if unknown. */
+int eng_ftype_from_name(const char *name);
+
+dp_status eng_quantize_file(const char *in, const char *out, eng_ftype ftype, int n_threads,
+                            eng_quantize_progress_fn progress, void *ud, dp_err *err);
+
+typedef struct eng_test_model_params {
+    eng_arch arch;            /* QWEN2, QWEN3 or QWEN35 */
+    uint32_t n_layer;
+    uint32_t n_embd;
+    uint32_t n_head, n_head_kv;
+    uint32_t head_dim;        /* 0 = n_embd / n_head */
+    uint32_t n_ff;
+    uint32_t n_rot;           /* 0 = head_dim (qwen35: head_dim / 4) */
+    uint32_t n_ctx_train;
+    float rope_base;
+    /* qwen35 Gated DeltaNet */
+    uint32_t ssm_n_group;     /* key heads */
+    uint32_t ssm_dt_rank;     /* value heads */
+    uint32_t ssm_d_state;     /* head dim */
+    uint32_t ssm_conv_kernel;
+    uint32_t full_attn_interval;
+    uint32_t n_vocab;         /* rows; 0 = size of the vocabulary */
+    int weight_type;          /* eng_type of 2-D weights: any type the engine runs (quant.h) */
+    int embd_type;            /* token_embd.weight; -1 = weight_type */
+    int output_type;          /* -1: the head is tied to token_embd (no output.weight); else a
+                               * separate output.weight of this type */
+    /* Per-tensor types, first match wins: a 2-D weight whose name contains pattern[i] gets
+     * type[i] (as llama-quantize's --tensor-type). Up to 8. */
+    int n_overrides;
+    const char *override_pattern[8];
+    int override_type[8];
+    uint64_t seed;
+    const char *vocab_from;   /* (optional) GGUF whose tokenizer.* keys are copied */
+    const char *name;         /* general.name */
+} eng_test_model_params;
+
+/* Fills p with the defaults of a tiny model of the arch (fast to run in tests). */
+void eng_test_model_defaults(eng_test_model_params *p, eng_arch arch);
+/* Presets of real shapes: "qwen3-4b", "qwen35-4b", "qwen2.5-3b". DP_EINVAL if unknown. */
+dp_status eng_test_model_shape(eng_test_model_params *p, const char *shape);
+/* Writes the model to path (atomically). n_threads generates weights in parallel; the
+ * output does not depend on it. */
+dp_status eng_test_model_write(const eng_test_model_params *p, const char *path, int n_threads, dp_err *err);
+
+
+/* ---- Inference ----------------------------------------------------------------------------- */
 
 typedef struct eng_model eng_model;
 typedef struct eng_context eng_context;

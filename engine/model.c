@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat.h"
 #include "cpu/kernels.h"
 #include "engine.h"
 #include "log.h"

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "gguf.h"
-#include "model_info.h"
+#include "engine.h"
 #include "status.h"
 #include "tokenizer.h"
 

@@ -6,7 +6,8 @@
  * main-layer values agree, which is the only case the Qwen engines need. Everything that sizes
  * memory is bounded here so later code can multiply without overflow checks.
  */
-#include "model_info.h"
+#include "engine.h"
+#include "gguf.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -17,6 +17,9 @@
  *   Q5_K   256          176           d:f16 dmin:f16 scales[12] qh[32] qs[128]
  *   Q6_K   256          210           ql[128] qh[64] scales[16]:i8 d:f16
  *   Q8_K   256          292           d:f32 qs[256]:i8 bsums[16]:i16   (activations only)
+ *
+ * The public part is declared in engine.h; this header adds what only the engine, its backends
+ * and its tests use.
  */
 #ifndef ENG_QUANT_H
 #define ENG_QUANT_H
@@ -26,31 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine.h"
 #include "status.h"
-
-typedef enum eng_type {
-    ENG_TYPE_F32 = 0,
-    ENG_TYPE_F16 = 1,
-    ENG_TYPE_Q4_0 = 2,
-    ENG_TYPE_Q4_1 = 3,
-    ENG_TYPE_Q5_0 = 6,
-    ENG_TYPE_Q5_1 = 7,
-    ENG_TYPE_Q8_0 = 8,
-    ENG_TYPE_Q8_1 = 9,
-    ENG_TYPE_Q2_K = 10,
-    ENG_TYPE_Q3_K = 11,
-    ENG_TYPE_Q4_K = 12,
-    ENG_TYPE_Q5_K = 13,
-    ENG_TYPE_Q6_K = 14,
-    ENG_TYPE_Q8_K = 15,
-    ENG_TYPE_I8 = 24,
-    ENG_TYPE_I16 = 25,
-    ENG_TYPE_I32 = 26,
-    ENG_TYPE_I64 = 27,
-    ENG_TYPE_F64 = 28,
-    ENG_TYPE_BF16 = 30,
-    ENG_TYPE_COUNT = 43, /* ids below this have a name; only some are supported */
-} eng_type;
 
 #define ENG_QK4_0 32
 #define ENG_QK8_0 32
@@ -111,12 +91,6 @@ typedef struct eng_type_traits {
 
 /* Traits for a type id; NULL when id >= ENG_TYPE_COUNT or negative. Borrowed. */
 const eng_type_traits *eng_type_get(int id);
-/* "Q4_K", or "type 99" (a static buffer per thread) for unknown ids. Borrowed. */
-const char *eng_type_name(int id);
-/* Parses a name case-insensitively ("q4_k", "F16"). Returns -1 if unknown. */
-int eng_type_from_name(const char *name);
-/* True when a file may hold tensors of this type and the engine can decode them. */
-bool eng_type_is_supported(int id);
 /* Bytes of a row of n elements; 0 if n is not a multiple of the block size. */
 size_t eng_row_size(int id, int64_t n);
 

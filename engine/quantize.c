@@ -16,7 +16,7 @@
 
 #include "gguf.h"
 #include "gguf_writer.h"
-#include "model_info.h"
+#include "engine.h"
 #include "parallel.h"
 #include "quant.h"
 

@@ -7,7 +7,7 @@
  * lower id first on ties, so results are deterministic. The RNG is a splitmix/xoshiro stream
  * seeded per sequence (model-formats.md §7.3: reproducibility of our own, not llama.cpp's streams).
  */
-#include "sampler.h"
+#include "engine.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@
  *   [PAD<id>] rows up to the embedding size. It tokenizes any text (byte fallback) and is
  *   valid for the same pre-tokenizers as the real files.
  */
-#include "test_model.h"
+#include "engine.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -13,8 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "chat.h"
-#include "sampler.h"
+#include "engine.h"
 #include "status.h"
 
 typedef struct pl_batch_req {

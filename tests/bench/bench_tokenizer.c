@@ -15,6 +15,7 @@
 
 #include "corpus.h"
 #include "engine.h"
+#include "tokenizer.h"
 #include "platform.h"
 
 static double run(const eng_tokenizer *t, const char *s, size_t n, size_t doc, size_t *n_tok) {

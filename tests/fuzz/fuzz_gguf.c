@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "gguf.h"
-#include "model_info.h"
+#include "engine.h"
 #include "quant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

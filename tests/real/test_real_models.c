@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 
 #include "engine.h"
+#include "gguf_writer.h"
 
 static const char *const k_models[] = {"qwen2.5-coder-0.5b-instruct-awq", "qwen2.5-coder-1.5b-instruct-q4_k_m",
                                        "SmolLM2-135M-Instruct.Q4_1"};

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "gguf_writer.h"
 #include "platform.h"
 
 static const char *const k_models[] = {"qwen2-tiny-f16", "qwen3-tiny-f16", "qwen35-tiny-f16", "qwen35-tiny-q8_0",

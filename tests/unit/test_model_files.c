@@ -10,6 +10,9 @@
 #include <string.h>
 
 #include "engine.h"
+#include "gguf_writer.h"
+#include "quant.h"
+#include "quantize.h"
 #include "platform.h"
 #include "sha256.h"
 

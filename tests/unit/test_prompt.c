@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "tokenizer.h"
 #include "prompt.h"
 
 static void test_prompt_frame_variables_and_counts(void **state) {

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "engine.h"
+#include "gguf_writer.h"
+#include "tokenizer.h"
 #include "platform.h"
 #include "utf8.h"
 

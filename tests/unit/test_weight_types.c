@@ -22,6 +22,8 @@
 #include <string.h>
 
 #include "engine.h"
+#include "gguf.h"
+#include "quant.h"
 #include "cpu/kernels.h"
 
 typedef struct isa {
