@@ -366,7 +366,11 @@ static int by_host(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-extern "C" const char *eng_backend_cuda_refuses(const eng_model *m) {
+/* Device memory the CUDA runtime, cuBLAS and the dequantized weight tile of prompt GEMMs take beyond
+ * the buffers eng_model_mem_estimate counts. */
+#define CUDA_RESERVE_BYTES ((uint64_t)512 << 20)
+
+static const char *cuda_refuses(const eng_model *m) {
     static __thread char why[256];
     const eng_model_info *in = &m->info;
     if (in->n_rec_layers) {
@@ -404,7 +408,7 @@ bad_type:
     return why;
 }
 
-extern "C" void eng_cuda_probe(int *n_devices, size_t *free_bytes, char *name, size_t name_len) {
+static void cuda_probe(int *n_devices, size_t *free_bytes, char *name, size_t name_len) {
     *n_devices = 0;
     *free_bytes = 0;
     if (name_len) name[0] = 0;
@@ -418,10 +422,10 @@ extern "C" void eng_cuda_probe(int *n_devices, size_t *free_bytes, char *name, s
     if (name_len) snprintf(name, name_len, "%s", info.name);
 }
 
-extern "C" dp_status eng_backend_cuda_new(const eng_model *m, int index, int n_ubatch, int n_seq, int blk_stride,
+static dp_status cuda_backend_new(const eng_model *m, int index, int n_ubatch, int n_seq, int blk_stride,
                                           eng_backend **out, dp_err *err) {
     *out = NULL;
-    const char *why = eng_backend_cuda_refuses(m);
+    const char *why = cuda_refuses(m);
     if (why) return dp_err_set(err, DP_EUNSUPPORTED, "device cuda: %s", why);
     eng_backend *be = (eng_backend *)calloc(1, sizeof(*be));
     cuda_be *c = (cuda_be *)calloc(1, sizeof(*c));
@@ -495,7 +499,14 @@ fail:
 }
 
 // the backend's display name ("cuda (NVIDIA H200, sm_90)") replaces the table's short one
-extern "C" const char *eng_backend_cuda_name(const eng_backend *be) { return ((const cuda_be *)be->impl)->name; }
+static const char *cuda_describe(const eng_backend *be) { return ((const cuda_be *)be->impl)->name; }
+
+/* Registered with the engine's device registry (engine/devices.c) before main(): the build links
+ * this library whole (dp_engine_devices), so this initializer runs although nothing names it. */
+static const eng_device_backend g_cuda_device = {
+    DP_DEVICE_CUDA, "cuda", CUDA_RESERVE_BYTES, cuda_probe, cuda_refuses, cuda_backend_new, cuda_describe,
+};
+[[maybe_unused]] static const bool g_cuda_registered = eng_device_register(&g_cuda_device);
 
 extern "C" dp_status gpu_matmul_host(int index, int type, const void *w, int N, int K, const float *x, int n_tok,
                                      float *y, dp_err *err) {

@@ -1,7 +1,7 @@
 /*
  * backend.h - the compute interface the forward pass (forward.c) and the context (engine.c)
  * are written against. Two implementations: the CPU (cpu/backend_cpu.c) and CUDA
- * (cuda/backend_cuda.cu, in builds with DP_HAVE_CUDA).
+ * (cuda/backend_cuda.cu, found through the device registry at the end of this header).
  *
  * DESIGN
  * - Activations, the KV cache and the recurrent state live in backend memory (alloc): host
@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "device.h"
 #include "model.h"
 #include "status.h"
 
@@ -133,19 +134,33 @@ dp_status eng_backend_cpu_new(int n_threads, bool exact, eng_backend **out, dp_e
  * step's sync then reports DP_ENOMEM). */
 void eng_backend_cpu_fail_scratch(bool on);
 
-#ifdef DP_HAVE_CUDA
-/* The CUDA backend on device `index`: uploads every weight of m once (DP_ENOMEM naming the
- * bytes when the device cannot hold them). Activations per step: up to n_ubatch tokens, n_seq
- * sequences of blk_stride table entries. */
-dp_status eng_backend_cuda_new(const struct eng_model *m, int index, int n_ubatch, int n_seq, int blk_stride,
-                               eng_backend **out, dp_err *err);
-/* "cuda (NVIDIA H200, sm_90)" */
-const char *eng_backend_cuda_name(const eng_backend *be);
-/* Usable CUDA devices (0 without a driver or GPU), and device 0's free memory and name. */
-void eng_cuda_probe(int *n_devices, size_t *free_bytes, char *name, size_t name_len);
-/* Why m cannot run on the CUDA backend (NULL when it can): an architecture or weight type it
- * has no kernels for. */
-const char *eng_backend_cuda_refuses(const struct eng_model *m);
-#endif
+/* ---- Device backends: the registry (devices.c) ----------------------------------------------
+ * A backend for a device other than the CPU lives in its own library (cuda/backend_cuda.cu) and
+ * registers itself there from a static initializer; the context asks the registry for the
+ * backend its device setting names. */
+typedef struct eng_device_backend {
+    dp_device device;     /* DP_DEVICE_CUDA */
+    const char *name;     /* "cuda" */
+    /* device memory the backend's runtime takes beyond the buffers eng_model_mem_estimate counts */
+    uint64_t reserve_bytes;
+    /* usable devices (0 without a driver or device), and device 0's free memory and name */
+    void (*probe)(int *n_devices, size_t *free_bytes, char *name, size_t name_len);
+    /* why m cannot run there (NULL when it can): an architecture or weight type it has no
+     * kernels for */
+    const char *(*refuses)(const struct eng_model *m);
+    /* a backend on device `index` that holds every weight of m (DP_ENOMEM naming the bytes when
+     * the device cannot); activations per step: up to n_ubatch tokens, n_seq sequences of
+     * blk_stride table entries */
+    dp_status (*create)(const struct eng_model *m, int index, int n_ubatch, int n_seq, int blk_stride,
+                        eng_backend **out, dp_err *err);
+    /* "cuda (NVIDIA H200, sm_90)" */
+    const char *(*describe)(const eng_backend *be);
+} eng_device_backend;
+
+/* Adds b; true when added (one backend per device kind). Called before main(). */
+bool eng_device_register(const eng_device_backend *b);
+/* The backend registered for device (AUTO: the first registered), NULL for the CPU or when
+ * this build has none. */
+const eng_device_backend *eng_device_backend_for(dp_device device);
 
 #endif /* ENG_BACKEND_H */

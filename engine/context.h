@@ -68,6 +68,9 @@ struct eng_context {
     float *logits_be;     /* [n_logits_max][n_vocab] backend memory the forward pass writes */
     int32_t n_logits, n_logits_max;
     int8_t *want;         /* [n_ubatch] scratch */
+    int32_t *call_pos;    /* eng_decode_sequence's positions and sequence ids: grows to the longest
+                           * call once, so a decode loop allocates nothing per token */
+    size_t call_pos_cap;
     /* the per-layer activation check (eng_context_params.check_layers): a host copy of x, and the
      * first layer whose output was not finite in the current call (-1: none) */
     float *check_x;

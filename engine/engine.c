@@ -36,38 +36,38 @@ eng_chat_kind eng_model_chat_kind(const eng_model *m) { return (eng_chat_kind)m-
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* Device memory CUDA needs beyond the buffers the estimate counts: the runtime, cuBLAS and
- * the dequantized weight tile of prompt GEMMs. */
-#define GPU_RESERVE ((uint64_t)512 << 20)
-
-/* Resolves p->device: CPU, or CUDA device *gpu (with its free memory when gpu_free is given).
- * auto takes the GPU when one is present and the model runs there, else the CPU with one log
- * line (when log); cuda without a usable GPU, or for a model it cannot run, is an error. */
-static dp_status pick_device(const eng_model *m, const eng_context_params *p, bool log, int *gpu, uint64_t *gpu_free,
-                             dp_err *err) {
-    *gpu = -1;
+/* Resolves p->device: the CPU (*dev NULL), or device 0 of a registered device backend *dev (with
+ * its free memory when dev_free is given). auto takes the accelerator when one is present and
+ * the model runs there, else the CPU with one log line (when log); naming a device that is not
+ * usable, or cannot run the model, is an error. */
+static dp_status pick_device(const eng_model *m, const eng_context_params *p, bool log,
+                             const eng_device_backend **dev, uint64_t *dev_free, dp_err *err) {
+    *dev = NULL;
     if (p->device == DP_DEVICE_CPU) return DP_OK;
+    const eng_device_backend *b = eng_device_backend_for(p->device);
     const char *why = NULL;
-#ifdef DP_HAVE_CUDA
-    int n = 0;
-    size_t free_b = 0;
-    char name[128] = "";
-    eng_cuda_probe(&n, &free_b, name, sizeof(name));
-    if (p->exact) why = "--exact runs on the CPU only";
-    else if (!n) why = "no usable CUDA device (driver or GPU missing)";
-    else why = eng_backend_cuda_refuses(m);
-    if (!why) {
-        *gpu = 0;
-        if (gpu_free) *gpu_free = free_b;
-        if (log) DP_LOG_INFO("device %s: using CUDA device 0 (%s, %zu MiB free)",
-                             p->device == DP_DEVICE_AUTO ? "auto" : "cuda", name, free_b >> 20);
-        return DP_OK;
+    if (!b) {
+        why = p->device == DP_DEVICE_AUTO ? "this build has no GPU backend"
+                                          : "this build has no backend for it (its toolkit was not found when the "
+                                            "build was configured)";
+    } else {
+        int n = 0;
+        size_t free_b = 0;
+        char name[128] = "";
+        b->probe(&n, &free_b, name, sizeof(name));
+        if (p->exact) why = "--exact runs on the CPU only";
+        else if (!n) why = "no usable device (driver or GPU missing)";
+        else why = b->refuses(m);
+        if (!why) {
+            *dev = b;
+            if (dev_free) *dev_free = free_b;
+            if (log) DP_LOG_INFO("device %s: using %s device 0 (%s, %zu MiB free)",
+                                 p->device == DP_DEVICE_AUTO ? "auto" : b->name, b->name, name, free_b >> 20);
+            return DP_OK;
+        }
     }
-#else
-    (void)m;
-    why = "this build has no CUDA backend (nvcc was not found when it was configured)";
-#endif
-    if (p->device == DP_DEVICE_CUDA) return dp_err_set(err, DP_EUNSUPPORTED, "device cuda: %s", why);
+    if (p->device != DP_DEVICE_AUTO)
+        return dp_err_set(err, DP_EUNSUPPORTED, "device %s: %s", dp_device_name(p->device), why);
     if (log) DP_LOG_INFO("device auto: using the CPU backend (%s)", why);
     return DP_OK;
 }
@@ -83,8 +83,8 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
                           p.n_seq_max, p.n_ubatch);
     if (p.kv_type != ENG_TYPE_F16 && p.kv_type != ENG_TYPE_F32)
         return dp_err_set(err, DP_EINVAL, "context: the KV cache type must be F16 or F32");
-    int gpu = -1;
-    dp_status st = pick_device(m, &p, true, &gpu, NULL, err);
+    const eng_device_backend *dev = NULL;
+    dp_status st = pick_device(m, &p, true, &dev, NULL, err);
     if (st) return st;
     if (p.n_threads <= 0) p.n_threads = dp_cpu_count();
     if (p.n_ubatch > p.n_ctx * p.n_seq_max) p.n_ubatch = p.n_ctx * p.n_seq_max;
@@ -98,13 +98,11 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
     c->n_ubatch = (int)p.n_ubatch;
     c->kv_type = p.kv_type;
     c->max_bps = (int32_t)((p.n_ctx + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK);
-#ifdef DP_HAVE_CUDA
-    if (gpu >= 0) {
-        st = eng_backend_cuda_new(m, gpu, (int)p.n_ubatch, c->n_seq, c->max_bps, &c->be, err);
+    if (dev) {
+        st = dev->create(m, 0, (int)p.n_ubatch, c->n_seq, c->max_bps, &c->be, err);
         if (st) goto fail;
-        snprintf(c->be_name, sizeof(c->be_name), "%s", eng_backend_cuda_name(c->be));
+        snprintf(c->be_name, sizeof(c->be_name), "%s", dev->describe(c->be));
     }
-#endif
     if (!c->be) {
         st = eng_backend_cpu_new(p.n_threads, p.exact, &c->be, err);
         if (st) goto fail;
@@ -239,6 +237,7 @@ void eng_context_free(eng_context *c) {
     free(c->blk_free);
     free(c->slot);
     free(c->want);
+    free(c->call_pos);
     if (c->be) c->be->ops->free(c->be);
     free(c);
 }
@@ -283,11 +282,12 @@ uint64_t eng_kv_blocks_fitting(const eng_model_info *in, uint32_t n_ctx, uint32_
 dp_status eng_context_fit_budget(const eng_model *m, eng_context_params *p, uint64_t budget, dp_err *err) {
     const eng_model_info *in = &m->info;
     const bool automatic = budget == 0;
-    int gpu = -1;
-    uint64_t gpu_free = 0;
-    dp_status st = pick_device(m, p, false, &gpu, &gpu_free, err);
+    const eng_device_backend *dev = NULL;
+    uint64_t dev_free = 0;
+    dp_status st = pick_device(m, p, false, &dev, &dev_free, err);
     if (st) return st;
-    if (automatic) budget = gpu >= 0 ? (gpu_free > GPU_RESERVE ? gpu_free - GPU_RESERVE : 1) : dp_mem_available();
+    if (automatic)
+        budget = dev ? (dev_free > dev->reserve_bytes ? dev_free - dev->reserve_bytes : 1) : dp_mem_available();
     const uint32_t bps = (p->n_ctx + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK;
     const uint64_t full = (uint64_t)bps * p->n_seq_max;
     const size_t bb = eng_kv_block_bytes(in, p->kv_type);
@@ -301,7 +301,7 @@ dp_status eng_context_fit_budget(const eng_model *m, eng_context_params *p, uint
         return dp_err_set(err, DP_ENOMEM,
                           "memory: %s %.2f GiB leaves room for %llu KV blocks after %.2f GiB of weights, state and "
                           "buffers; one sequence of %u tokens needs %u (%.2f GiB): lower the context or the sequences",
-                          automatic ? (gpu >= 0 ? "the GPU's free" : "the available") : "a budget of", (double)budget / (1 << 30),
+                          automatic ? (dev ? "the GPU's free" : "the available") : "a budget of", (double)budget / (1 << 30),
                           (unsigned long long)room, (double)fixed / (1 << 30), p->n_ctx, bps,
                           (double)bps * bb / (1 << 30));
     p->n_kv_blocks = room >= full ? 0 : (uint32_t)room;
@@ -484,17 +484,20 @@ dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err) {
 
 dp_status eng_decode_sequence(eng_context *c, int32_t seq, const int32_t *tokens, int32_t n, int32_t pos0,
                               dp_err *err) {
-    int32_t *pos = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t) * 2);
-    if (!pos) return dp_err_set(err, DP_ENOMEM, "out of memory");
-    int32_t *sq = pos + n;
+    const size_t need = 2 * (size_t)(n > 0 ? n : 1);
+    if (need > c->call_pos_cap) {
+        int32_t *p = realloc(c->call_pos, need * sizeof(int32_t));
+        if (!p) return dp_err_set(err, DP_ENOMEM, "decode: out of memory for %d positions", n);
+        c->call_pos = p;
+        c->call_pos_cap = need;
+    }
+    int32_t *pos = c->call_pos, *sq = pos + n;
     for (int32_t i = 0; i < n; i++) {
         pos[i] = pos0 + i;
         sq[i] = seq;
     }
     eng_batch b = {n, tokens, pos, sq, NULL};
-    dp_status st = eng_decode(c, &b, err);
-    free(pos);
-    return st;
+    return eng_decode(c, &b, err);
 }
 
 const float *eng_get_logits(const eng_context *c, int32_t j) {

@@ -24,4 +24,9 @@ static inline bool dp_device_parse(const char *s, dp_device *out) {
     return true;
 }
 
+/* The setting's name as dp_device_parse reads it. */
+static inline const char *dp_device_name(dp_device d) {
+    return d == DP_DEVICE_CPU ? "cpu" : d == DP_DEVICE_CUDA ? "cuda" : "auto";
+}
+
 #endif /* DP_DEVICE_H */

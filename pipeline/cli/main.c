@@ -16,9 +16,6 @@
 #include "say.h"
 
 #include "engine.h"
-#ifdef DP_HAVE_CUDA
-#include "backend.h"
-#endif
 
 extern const char pl_version[], pl_git_commit[], pl_build_type[]; /* version_info.c, generated */
 
@@ -26,16 +23,12 @@ extern const char pl_version[], pl_git_commit[], pl_build_type[]; /* version_inf
 static void print_version(void) {
     printf("docpipe %s (git %s, %s build)\n", pl_version, pl_git_commit, pl_build_type);
     printf("cpu kernels: built %s; this cpu runs %s\n", eng_cpu_kernels_built(), eng_cpu_kernels_used());
-#ifdef DP_HAVE_CUDA
-    int n_dev = 0;
-    size_t free_bytes = 0;
-    char name[128] = "";
-    eng_cuda_probe(&n_dev, &free_bytes, name, sizeof(name));
-    if (n_dev) printf("cuda backend: built; %d device%s (%s)\n", n_dev, n_dev == 1 ? "" : "s", name);
+    eng_device_report gpu;
+    eng_device_query(DP_DEVICE_CUDA, &gpu);
+    if (!gpu.built) printf("cuda backend: not built\n");
+    else if (gpu.n_devices)
+        printf("cuda backend: built; %d device%s (%s)\n", gpu.n_devices, gpu.n_devices == 1 ? "" : "s", gpu.name);
     else printf("cuda backend: built; no usable GPU here\n");
-#else
-    printf("cuda backend: not built\n");
-#endif
 }
 
 static void usage(FILE *f) {

@@ -426,6 +426,18 @@ const char *eng_context_backend_name(const eng_context *c); /* "cpu (avx2)" */
 const char *eng_cpu_kernels_built(void);
 const char *eng_cpu_kernels_used(void);
 
+/* What this build and machine offer for a device (DP_DEVICE_AUTO: the first accelerator this
+ * build has): whether a backend for it is built in, and how many usable devices there are now
+ * with device 0's name and free memory. For `docpipe --version` and diagnostics. */
+typedef struct eng_device_report {
+    bool built;
+    char backend[16];  /* "cuda" */
+    int n_devices;     /* 0: no driver or device */
+    uint64_t free_bytes;
+    char name[128];
+} eng_device_report;
+void eng_device_query(dp_device device, eng_device_report *out);
+
 /* Tokens to evaluate: token i goes to sequence seq[i] at position pos[i]; tokens of one
  * sequence must come in position order, continuing that sequence. logits[i] != 0 asks for
  * the logits after token i. */
