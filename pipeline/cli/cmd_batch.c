@@ -27,6 +27,7 @@
 #include "cli.h"
 #include "help.h"
 #include "engine.h"
+#include "open_context.h"
 #include "exit_codes.h"
 #include "batch_request.h"
 #include "completion.h"
@@ -376,9 +377,8 @@ int pl_cmd_batch(int argc, char **argv) {
     cp.device = (dp_device)device;
     cp.n_ubatch = seqs * PIECE < 4096 ? seqs * PIECE : 4096;
     if (cp.n_ubatch < PIECE) cp.n_ubatch = PIECE;
-    dp_status fit = kv_blocks ? DP_OK : eng_context_fit_budget(m, &cp, mem, &err);
-    if (kv_blocks) cp.n_kv_blocks = kv_blocks;
-    if (fit || eng_context_new(m, &cp, &c, &err)) {
+    cp.n_kv_blocks = kv_blocks; /* 0: sized from the budget */
+    if (pl_context_open(m, &cp, mem, &c, &err)) {
         fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
         eng_model_free(m);
         free(data);

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "help.h"
 #include "engine.h"
+#include "open_context.h"
 #include "exit_codes.h"
 #include "platform.h"
 
@@ -78,7 +79,7 @@ int pl_cmd_bench(int argc, char **argv) {
     cp.n_ubatch = 512;
     cp.device = (dp_device)device;
     cp.exact = exact;
-    if (eng_context_new(m, &cp, &c, &err)) {
+    if (pl_context_open(m, &cp, 0, &c, &err)) {
         fprintf(stderr, "docpipe bench: %s\n", dp_err_msg(&err));
         eng_model_free(m);
         return PL_EXIT_CONFIG;

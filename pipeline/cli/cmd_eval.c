@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "help.h"
 #include "engine.h"
+#include "open_context.h"
 #include "exit_codes.h"
 #include "platform.h"
 
@@ -85,7 +86,7 @@ int pl_cmd_eval(int argc, char **argv) {
     cp.kv_type = ENG_TYPE_F32;
     cp.device = DP_DEVICE_CPU;
     const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
-    if (eng_context_new(m, &cp, &c, &err) ||
+    if (pl_context_open(m, &cp, 0, &c, &err) ||
         eng_tokenize(eng_model_get_tokenizer(m), NULL, text, len, true, true, &ids, &err)) {
         fprintf(stderr, "docpipe eval: %s\n", dp_err_msg(&err));
         rc = PL_EXIT_CONFIG;

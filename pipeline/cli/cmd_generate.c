@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "help.h"
 #include "engine.h"
+#include "open_context.h"
 #include "exit_codes.h"
 #include "platform.h"
 
@@ -108,7 +109,7 @@ int pl_cmd_generate(int argc, char **argv) {
     cp.exact = exact;
     if (seed == 0xFFFFFFFFu) seed = (uint32_t)dp_time_ns();
     sp.seed = seed;
-    if (eng_context_new(m, &cp, &c, &err) ||
+    if (pl_context_open(m, &cp, 0, &c, &err) ||
         eng_sampler_new(&sp, (int32_t)eng_model_get_info(m)->n_vocab, &smp, &err)) {
         fprintf(stderr, "docpipe generate: %s\n", dp_err_msg(&err));
         rc = PL_EXIT_CONFIG;

@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "help.h"
 #include "engine.h"
+#include "open_context.h"
 #include "exit_codes.h"
 #include "platform.h"
 
@@ -118,7 +119,7 @@ int pl_cmd_perplexity(int argc, char **argv) {
     cp.exact = exact;
     if (exact) cp.kv_type = ENG_TYPE_F32;
     cp.device = exact ? DP_DEVICE_CPU : DP_DEVICE_AUTO;
-    if (eng_context_new(m, &cp, &c, &err)) {
+    if (pl_context_open(m, &cp, 0, &c, &err)) {
         fprintf(stderr, "docpipe perplexity: %s\n", dp_err_msg(&err));
         rc = PL_EXIT_CONFIG;
         goto done;

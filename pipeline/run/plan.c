@@ -17,6 +17,7 @@
 #include "chunker.h"
 #include "sink.h"
 #include "exit_codes.h"
+#include "open_context.h"
 #include "run_internal.h"
 
 
@@ -370,7 +371,7 @@ int pl_plan_job(const char *job_path, bool bench, uint32_t shards) {
         cp.n_seq_max = (uint32_t)r.job.model.max_sequences;
         cp.n_threads = (int)r.job.model.threads;
         cp.device = r.job.model.device;
-        if (eng_context_new(r.model, &cp, &r.ctx, &err)) {
+        if (pl_context_open(r.model, &cp, 0, &r.ctx, &err)) {
             fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
             pl_run_free(&r);
             return PL_EXIT_CONFIG;

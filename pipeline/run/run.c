@@ -10,6 +10,7 @@
 
 #include "exit_codes.h"
 #include "metrics.h"
+#include "open_context.h"
 #include "preflight.h"
 #include "progress.h"
 #include "rng.h"
@@ -518,7 +519,7 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     uint32_t ub = (uint32_t)j->model.max_sequences * 256u;
     cp.n_ubatch = ub > 2048 ? 2048 : ub < 256 ? 256 : ub;
     r->n_ubatch = (int32_t)cp.n_ubatch;
-    if (eng_context_fit_budget(r->model, &cp, o->mem, &err) || eng_context_new(r->model, &cp, &r->ctx, &err)) {
+    if (pl_context_open(r->model, &cp, o->mem, &r->ctx, &err)) {
         pl_say(PL_SAY_ERROR, "error", NULL, "%s: %s", j->file, dp_err_msg(&err));
         return PL_EXIT_CONFIG;
     }
