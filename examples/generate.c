@@ -1,5 +1,5 @@
 /*
- * generate.c - the smallest complete program on the engine API (engine/engine.h): load a
+ * generate.c - the smallest complete program on the engine API (engine/include/engine.h): load a
  * model, render a chat prompt, decode it, then sample and stream tokens until an
  * end-of-generation token. Build: part of the tree (build/examples/generate).
  *
