@@ -88,7 +88,7 @@ static void unknown_command(const char *name) {
     usage(stderr);
 }
 
-int main(int argc, char **argv) {
+static int run_command(int argc, char **argv) {
     int i = 1;
     dp_log_set_level(DP_LOG_LEVEL_WARN);
     for (; i < argc && argv[i][0] == '-'; i++) {
@@ -156,3 +156,5 @@ int main(int argc, char **argv) {
     if (help) return pl_help_print(stdout, cmd) ? PL_EXIT_OK : PL_EXIT_SOFTWARE;
     return c->fn(sub_argc, sub_argv);
 }
+
+int main(int argc, char **argv) { return pl_exit_code(run_command(argc, argv)); }

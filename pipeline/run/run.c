@@ -21,12 +21,12 @@
 
 /* ---- Shared helpers for the stages -------------------------------------------------------- */
 
-void pl_run_fail(pl_run *r, dp_status st, const dp_err *err, int exit_code) {
+void pl_run_fail(pl_run *r, dp_status st, const dp_err *err, int outcome) {
     dp_mutex_lock(&r->mu);
     if (!r->fail_status) {
         r->fail_status = st ? st : DP_ERROR;
         r->fail_err = *err;
-        r->fail_exit = exit_code;
+        r->fail_exit = outcome;
     }
     r->stopping = 1;
     dp_mutex_unlock(&r->mu);
@@ -532,7 +532,7 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     return 0;
 }
 
-void pl_run_metrics(pl_run *r, int exit_code) {
+void pl_run_metrics(pl_run *r, int outcome) {
     if (!r->metrics_path) return;
     char job[256], shard[32];
     const char *base = strrchr(r->job.file, '/');
@@ -545,7 +545,8 @@ void pl_run_metrics(pl_run *r, int exit_code) {
     const uint64_t ran = r->n_docs_done - r->n_docs_skipped;
     pl_metrics m = {job, r->shard_n ? shard : NULL, ran - r->n_docs_failed, r->n_docs_failed, r->n_docs_skipped,
                     r->n_requests_done, r->n_prompt_tokens, r->n_gen_tokens, r->ck.docs_ok, r->ck.docs_failed,
-                    (double)r->start_wall, exit_code >= 0 ? now : 0, (double)(dp_time_ns() - r->t0) / 1e9, exit_code,
+                    (double)r->start_wall, outcome >= 0 ? now : 0, (double)(dp_time_ns() - r->t0) / 1e9,
+                    outcome >= 0 ? pl_exit_code(outcome) : -1,
                     r->last_success};
     dp_mutex_unlock(&r->mu);
     dp_err err = {0};
@@ -588,7 +589,7 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
         return rc;
     }
     pl_run_metrics(r, -1);
-    dp_stop_signals_install(PL_EXIT_TEMPFAIL);
+    dp_stop_signals_install(pl_exit_code(PL_EXIT_TEMPFAIL));
     const size_t seqs = (size_t)r->job.model.max_sequences;
     if (pl_queue_new(4, pl_doc_free, &r->q_docs) || pl_queue_new(2 * seqs + 8, pl_item_free, &r->q_items) ||
         pl_queue_new(4 * seqs + 64, NULL, &r->q_done)) {
@@ -669,7 +670,7 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
                          (json_int_t)r->n_docs_skipped, "failed_before", (json_int_t)r->n_failed_before,
                          "prompt_tokens", (json_int_t)r->n_prompt_tokens, "generated_tokens",
                          (json_int_t)r->n_gen_tokens, "seconds", (double)(int64_t)(secs * 10) / 10, "results_file",
-                         r->results_path, "errors_file", r->errors_path, "exit_code", rc),
+                         r->results_path, "errors_file", r->errors_path, "exit_code", pl_exit_code(rc)),
                "%llu documents in %.1f s: %llu done (%llu results), %llu failed (see %s), %llu "
                "skipped (unchanged since an earlier run, %llu of them failed there); %llu tokens generated (%.1f "
                "tok/s); results in %s",

@@ -121,7 +121,7 @@ typedef struct pl_run {
     _Atomic int stopping;       /* stop admitting work (signal or failure) */
     dp_status fail_status;      /* first fatal error */
     dp_err fail_err;
-    int fail_exit;
+    int fail_exit;              /* its outcome (pl_exit) */
     /* counters (under mu) */
     uint64_t n_files, n_docs_listed, n_docs_read, n_docs_done, n_docs_skipped, n_docs_failed, n_failed_before;
     uint64_t n_requests_done, n_gen_tokens, n_prompt_tokens, n_records, n_error_records;
@@ -142,7 +142,7 @@ void *pl_stage_infer(void *arg);
 void *pl_stage_write(void *arg);
 
 /* Records a fatal error (the first one wins), stops admission and aborts the input queues. */
-void pl_run_fail(pl_run *r, dp_status st, const dp_err *err, int exit_code);
+void pl_run_fail(pl_run *r, dp_status st, const dp_err *err, int outcome);
 /* Stop admitting work (a signal): in-flight requests are abandoned, complete documents are
  * committed. */
 void pl_run_stop(pl_run *r);
@@ -153,10 +153,10 @@ int32_t pl_content_budget(pl_run *r, eng_tok_ws *ws, const pl_prompt_spec *spec,
 /* p relative to the job's folder when it lies inside it (as the job wrote it), else as is;
  * stage_read.c. */
 const char *pl_job_rel(const pl_run *r, const char *p);
-/* Writes outputs.metrics (when the job has one) with the counters now; exit_code -1 while
- * the run goes on. A failure is reported once on stderr and is not an error of the run: the
+/* Writes outputs.metrics (when the job has one) with the counters now; outcome (pl_exit) -1
+ * while the run goes on. A failure is reported once on stderr and is not an error of the run: the
  * results matter more than their monitoring. */
-void pl_run_metrics(pl_run *r, int exit_code);
+void pl_run_metrics(pl_run *r, int outcome);
 /* A zeroed run with its mutex, registry and date; pl_run_free releases whatever was opened. */
 void pl_run_init(pl_run *r);
 void pl_run_free(pl_run *r);
