@@ -2,6 +2,7 @@
  * state.c - see state.h.
  */
 #include "state.h"
+#include "layout.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -317,7 +318,7 @@ dp_status pl_model_sha256(const char *model_path, const char *state_dir, char ou
     dp_status st = dp_stat(model_path, true, &si, err);
     if (st) return st;
     char cache[4200];
-    snprintf(cache, sizeof(cache), "%s/model-hash.json", state_dir);
+    snprintf(cache, sizeof(cache), "%s/%s", state_dir, PL_MODEL_HASH_FILE);
     char *data = NULL;
     size_t len = 0;
     if (!dp_file_read_all(cache, 1 << 16, &data, &len, NULL)) {

@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "exit_codes.h"
+#include "layout.h"
 #include "run.h"
 #include "say.h"
 #include "sink.h"
@@ -120,14 +121,15 @@ int pl_merge_job(const char *job_path) {
         return st == DP_ENOENT ? PL_EXIT_NOINPUT : PL_EXIT_DATAERR;
     }
     char mpath[4200], ck[4200];
-    snprintf(mpath, sizeof(mpath), "%s/manifest.json", j.state_dir);
-    snprintf(ck, sizeof(ck), "%s/checkpoint.json", j.state_dir);
+    const pl_layout_job lj = {j.state_dir, j.outputs.jsonl, j.outputs.gzip, NULL, NULL};
+    pl_layout_path(&lj, 0, 0, PL_FILE_MANIFEST, mpath, sizeof(mpath));
+    pl_layout_path(&lj, 0, 0, PL_FILE_CHECKPOINT, ck, sizeof(ck));
     json_error_t je;
     json_t *man = json_load_file(mpath, 0, &je);
     json_t *docs = json_object_get(man, "documents");
     const json_int_t n = json_integer_value(json_object_get(man, "shards"));
     int rc = 0;
-    if (!man || !json_is_array(docs) || n < 1) {
+    if (!man || !json_is_array(docs) || n < 1 || n > 65536) { /* (--shards takes 1..65536) */
         fprintf(stderr, "docpipe merge: %s: %s (run docpipe plan %s --shards N first)\n", mpath,
                 man ? "damaged manifest" : je.text, job_path);
         rc = man ? PL_EXIT_DATAERR : PL_EXIT_NOINPUT;
@@ -143,9 +145,9 @@ int pl_merge_job(const char *job_path) {
     int missing_parts = 0;
     for (json_int_t i = 0; i < n && !rc; i++) {
         char p[4400];
-        snprintf(p, sizeof(p), "%s/part-%lld-of-%lld.jsonl%s", od, (long long)i, (long long)n, j.outputs.gzip ? ".gz" : "");
+        pl_layout_path(&lj, (uint32_t)i, (uint32_t)n, PL_FILE_RESULTS, p, sizeof(p));
         int r1 = add_part(&res, p, true);
-        snprintf(p, sizeof(p), "%s/part-%lld-of-%lld.errors.jsonl", od, (long long)i, (long long)n);
+        pl_layout_path(&lj, (uint32_t)i, (uint32_t)n, PL_FILE_ERRORS, p, sizeof(p));
         int r2 = r1 < 0 ? 0 : add_part(&errs, p, false);
         if (r1 < 0) missing_parts++;
         else if (r1 || r2) rc = r1 ? r1 : r2;
@@ -194,10 +196,10 @@ int pl_merge_job(const char *job_path) {
             }
         }
         char p[4400];
-        snprintf(p, sizeof(p), "%s%s", j.outputs.jsonl, j.outputs.gzip ? ".gz" : "");
+        pl_layout_path(&lj, 0, 0, PL_FILE_RESULTS, p, sizeof(p));
         st = dp_mkdir_p(od, &err);
         if (!st) st = write_out(p, out.data ? (const char *)out.data : "", out.len, j.outputs.gzip, &err);
-        snprintf(p, sizeof(p), "%s/errors.jsonl", od);
+        pl_layout_path(&lj, 0, 0, PL_FILE_ERRORS, p, sizeof(p));
         if (!st) st = pl_write_atomic(p, eout.data ? (const char *)eout.data : "", eout.len, &err);
         char now[32];
         dp_time_format(dp_time_wall(), false, now);
@@ -207,7 +209,7 @@ int pl_merge_job(const char *job_path) {
                                (json_int_t)json_array_size(docs), "complete", true);
         char *s = json_dumps(sj, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(sj);
-        snprintf(p, sizeof(p), "%s/status.json", od);
+        pl_layout_path(&lj, 0, 0, PL_FILE_STATUS, p, sizeof(p));
         if (!st) st = s ? pl_write_atomic(p, s, strlen(s), &err) : DP_ENOMEM;
         free(s);
         dp_buf_free(&out);

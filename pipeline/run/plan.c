@@ -17,9 +17,16 @@
 #include "chunker.h"
 #include "sink.h"
 #include "exit_codes.h"
+#include "layout.h"
 #include "open_context.h"
 #include "run_internal.h"
 
+
+/* A file of this job's layout (layout.h): the whole run's (n 0) or shard i of n's. */
+static void layout_file(const pl_run *r, uint32_t i, uint32_t n, pl_layout_file f, char *buf, size_t cap) {
+    const pl_layout_job lj = {r->job.state_dir, r->job.outputs.jsonl, r->job.outputs.gzip, NULL, NULL};
+    pl_layout_path(&lj, i, n, f, buf, cap); /* (an empty path on failure: the read then fails, naming nothing) */
+}
 
 static int load(pl_run *r, const char *job_path) {
     pl_run_init(r);
@@ -30,13 +37,13 @@ static int load(pl_run *r, const char *job_path) {
         return st == DP_ENOENT || st == DP_EACCES ? PL_EXIT_NOINPUT : PL_EXIT_DATAERR;
     }
     char path[4200];
-    snprintf(path, sizeof(path), "%s/checkpoint.json", r->job.state_dir);
+    layout_file(r, 0, 0, PL_FILE_CHECKPOINT, path, sizeof(path));
     st = pl_checkpoint_read(path, &r->ck, &err);
     if (st && st != DP_ENOENT) {
         fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
         return PL_EXIT_DATAERR;
     }
-    snprintf(path, sizeof(path), "%s/ledger.jsonl", r->job.state_dir);
+    layout_file(r, 0, 0, PL_FILE_LEDGER, path, sizeof(path));
     if ((st = pl_ledger_load(path, st ? 0 : r->ck.ledger_bytes, st ? NULL : r->ck.ledger_sha256, &r->ledger, &err))) {
         fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
         return st == DP_EFORMAT ? PL_EXIT_DATAERR : PL_EXIT_IOERR;
@@ -95,7 +102,7 @@ static void count_status(pl_run *r, pl_doc *d, void *ud) {
 /* A sharded job: each shard's state folder, against the manifest's documents. */
 static void status_shards(const pl_run *r, uint32_t n) {
     char path[4400];
-    snprintf(path, sizeof(path), "%s/manifest.json", r->job.state_dir);
+    layout_file(r, 0, 0, PL_FILE_MANIFEST, path, sizeof(path));
     json_t *man = json_load_file(path, 0, NULL);
     json_t *docs = json_object_get(man, "documents");
     printf("sharded: %u shards (manifest %s, %zu documents)\n", n, path, json_array_size(docs));
@@ -104,9 +111,9 @@ static void status_shards(const pl_run *r, uint32_t n) {
         pl_checkpoint ck;
         pl_ledger *l = NULL;
         dp_err err = {0};
-        snprintf(path, sizeof(path), "%s/shard-%u-of-%u/checkpoint.json", r->job.state_dir, i, n);
+        layout_file(r, i, n, PL_FILE_CHECKPOINT, path, sizeof(path));
         const bool started = pl_checkpoint_read(path, &ck, &err) == DP_OK;
-        snprintf(path, sizeof(path), "%s/shard-%u-of-%u/ledger.jsonl", r->job.state_dir, i, n);
+        layout_file(r, i, n, PL_FILE_LEDGER, path, sizeof(path));
         if (pl_ledger_load(path, started ? ck.ledger_bytes : 0, started ? ck.ledger_sha256 : NULL, &l, &err)) {
             printf("  shard %u: %s\n", i, dp_err_msg(&err));
             pl_ledger_free(l);
@@ -166,7 +173,7 @@ int pl_status_job(const char *job_path) {
         char mp[4400];
         uint32_t n = 0;
         dp_err err = {0};
-        snprintf(mp, sizeof(mp), "%s/manifest.json", r.job.state_dir);
+        layout_file(&r, 0, 0, PL_FILE_MANIFEST, mp, sizeof(mp));
         if (pl_manifest_shards(mp, &n, &err) == DP_OK && n > 0) {
             status_shards(&r, n);
             if (!r.ck.results_path) { /* no unsharded run of this job: nothing more to say */
@@ -291,7 +298,7 @@ out:
 
 static int write_manifest(pl_run *r, plan_counts *c) {
     char path[4200];
-    snprintf(path, sizeof(path), "%s/manifest.json", r->job.state_dir);
+    layout_file(r, 0, 0, PL_FILE_MANIFEST, path, sizeof(path));
     json_object_set_new(c->manifest, "version", json_integer(1));
     json_object_set_new(c->manifest, "shards", json_integer(c->shards));
     json_object_set_new(c->manifest, "job", json_string(r->job.file));

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "exit_codes.h"
+#include "layout.h"
 #include "metrics.h"
 #include "open_context.h"
 #include "preflight.h"
@@ -94,13 +95,6 @@ eng_sampler_params pl_run_sampler(const pl_run *r, const char *custom_id) {
 
 /* ---- Set-up ------------------------------------------------------------------------------ */
 
-static char *path_join(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
 static char *dir_of(const char *path) {
     char d[4096];
     dp_path_dir(path, d, sizeof(d));
@@ -177,10 +171,16 @@ void pl_run_free(pl_run *r) {
  * JOB_COMPLETION_INDEX (the count from --shards or the manifest). Returns an exit code. */
 static int resolve_shard(pl_run *r, const pl_run_opts *o) {
     uint32_t i = o->shard_i, n = o->shard_n, mn = 0;
-    char *mp = path_join(r->job.state_dir, "manifest.json");
+    const pl_layout_job lj = {r->job.state_dir, r->job.outputs.jsonl, false, NULL, NULL};
+    pl_layout l;
     dp_err err = {0};
-    dp_status st = mp ? pl_manifest_shards(mp, &mn, &err) : DP_ENOMEM;
-    free(mp);
+    char mpath[4400] = "";
+    dp_status st = pl_layout_make(&lj, 0, 0, &l);
+    if (!st) {
+        snprintf(mpath, sizeof(mpath), "%s", l.manifest);
+        st = pl_manifest_shards(mpath, &mn, &err);
+    } else dp_err_set(&err, st, "out of memory");
+    pl_layout_free(&l);
     if (st && st != DP_ENOENT) {
         pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
         return PL_EXIT_DATAERR;
@@ -208,9 +208,9 @@ static int resolve_shard(pl_run *r, const pl_run_opts *o) {
     if (mn != n) {
         if (!mn)
             pl_say(PL_SAY_ERROR, "error", NULL,
-                   "shard %u/%u: %s/manifest.json is missing; run docpipe plan %s --shards %u "
+                   "shard %u/%u: %s is missing; run docpipe plan %s --shards %u "
                    "first (merge checks the shards against it)",
-                   i, n, r->job.state_dir, r->job.file, n);
+                   i, n, mpath, r->job.file, n);
         else
             pl_say(PL_SAY_ERROR, "error", NULL, "shard %u/%u: the manifest in %s has %u shards", i, n, r->job.state_dir,
                    mn);
@@ -249,62 +249,24 @@ static int open_job(pl_run *r, const char *job_path, const pl_run_opts *o) {
     int rc = resolve_shard(r, o);
     if (rc) return rc;
     const job_spec *j = &r->job;
-    char part[64] = "";
-    if (r->shard_n) {
-        /* a shard writes part-I-of-N files beside the job's outputs and keeps its own state */
-        snprintf(part, sizeof(part), "shard-%u-of-%u", r->shard_i, r->shard_n);
-        r->state_dir = path_join(j->state_dir, part);
-        snprintf(part, sizeof(part), "part-%u-of-%u.", r->shard_i, r->shard_n);
-    } else {
-        r->state_dir = strdup(j->state_dir);
+    if (j->outputs.intermediate && r->shard_n) {
+        pl_say(PL_SAY_ERROR, "error", NULL, "%s: outputs.intermediate is not supported in a sharded run yet "
+               "(merge combines the main outputs only); leave it out for --shard", j->file);
+        return PL_EXIT_CONFIG;
     }
-    r->checkpoint_path = r->state_dir ? path_join(r->state_dir, "checkpoint.json") : NULL;
-    r->ledger_path = r->state_dir ? path_join(r->state_dir, "ledger.jsonl") : NULL;
-    r->lock_path = r->state_dir ? path_join(r->state_dir, "job.lock") : NULL;
-    char *od = dir_of(j->outputs.jsonl);
-    size_t n = strlen(j->outputs.jsonl) + 96;
-    r->results_path = malloc(n);
-    if (r->results_path && r->shard_n && od)
-        snprintf(r->results_path, n, "%s/%sjsonl%s", od, part, j->outputs.gzip ? ".gz" : "");
-    else if (r->results_path)
-        snprintf(r->results_path, n, "%s%s", j->outputs.jsonl, j->outputs.gzip ? ".gz" : "");
-    char name[96];
-    snprintf(name, sizeof(name), "%serrors.jsonl", part);
-    r->errors_path = od ? path_join(od, name) : NULL;
-    snprintf(name, sizeof(name), "%sstatus.json", part);
-    r->status_path = od ? path_join(od, name) : NULL;
-    if (j->outputs.intermediate) {
-        if (r->shard_n) {
-            pl_say(PL_SAY_ERROR, "error", NULL, "%s: outputs.intermediate is not supported in a sharded run yet "
-                   "(merge combines the main outputs only); leave it out for --shard", j->file);
-            free(od);
-            return PL_EXIT_CONFIG;
-        }
-        const size_t in = strlen(j->outputs.intermediate) + 4;
-        if ((r->inter_path = malloc(in))) snprintf(r->inter_path, in, "%s%s", j->outputs.intermediate,
-                                                   j->outputs.gzip ? ".gz" : "");
-        if (!r->inter_path) {
-            free(od);
-            return PL_EXIT_SOFTWARE;
-        }
-    }
-    if (j->outputs.metrics) { /* a shard's beside the job's, as its other outputs are */
-        char md[4096];
-        dp_path_dir(j->outputs.metrics, md, sizeof(md));
-        const char *base = strrchr(j->outputs.metrics, '/');
-        base = base ? base + 1 : j->outputs.metrics;
-        size_t mn = strlen(md) + strlen(part) + strlen(base) + 2;
-        if ((r->metrics_path = malloc(mn)))
-            snprintf(r->metrics_path, mn, "%s/%s%s", md, r->shard_n ? part : "", base);
-        r->last_success = r->metrics_path ? pl_metrics_last_success(r->metrics_path) : 0;
-    }
-    if (!r->state_dir || !r->checkpoint_path || !r->ledger_path || !r->lock_path || !r->results_path ||
-        !r->errors_path || !r->status_path || (j->outputs.metrics && !r->metrics_path)) {
-        free(od);
+    const pl_layout_job lj = {j->state_dir, j->outputs.jsonl, j->outputs.gzip, j->outputs.metrics,
+                              j->outputs.intermediate};
+    pl_layout l;
+    if (pl_layout_make(&lj, r->shard_i, r->shard_n, &l)) {
         pl_say(PL_SAY_ERROR, "error", NULL, "out of memory");
         return PL_EXIT_SOFTWARE;
     }
-    free(od);
+    /* the run owns the strings from here (pl_run_free) */
+    r->state_dir = l.state_dir, r->checkpoint_path = l.checkpoint, r->ledger_path = l.ledger, r->lock_path = l.lock;
+    r->results_path = l.results, r->errors_path = l.errors, r->status_path = l.status;
+    r->metrics_path = l.metrics, r->inter_path = l.intermediate;
+    free(l.manifest);
+    if (r->metrics_path) r->last_success = pl_metrics_last_success(r->metrics_path);
     return pl_preflight(j, PL_PREFLIGHT_RUN, "docpipe");
 }
 
