@@ -68,6 +68,11 @@ struct eng_context {
     float *logits_be;     /* [n_logits_max][n_vocab] backend memory the forward pass writes */
     int32_t n_logits, n_logits_max;
     int8_t *want;         /* [n_ubatch] scratch */
+    /* an embedding context (p.pooling != NONE): each step's final hidden states, on the host, and
+     * per sequence the running pool (MEAN: the sum; LAST, CLS: a copy of the row) and its count */
+    float *emb_rows;      /* [n_ubatch][n_embd] */
+    double *emb_acc;      /* [n_seq][n_embd] */
+    int32_t *emb_n;       /* [n_seq] */
     int32_t *call_pos;    /* eng_decode_sequence's positions and sequence ids: grows to the longest
                            * call once, so a decode loop allocates nothing per token */
     size_t call_pos_cap;

@@ -34,6 +34,26 @@ eng_context_params eng_context_default_params(void) {
 
 eng_chat_kind eng_model_chat_kind(const eng_model *m) { return (eng_chat_kind)m->template_kind; }
 
+static const char *const k_pooling_names[] = {"none", "mean", "cls", "last"};
+
+const char *eng_pooling_name(eng_pooling p) {
+    return (unsigned)p < sizeof(k_pooling_names) / sizeof(k_pooling_names[0]) ? k_pooling_names[p] : "?";
+}
+
+bool eng_pooling_parse(const char *s, eng_pooling *out) {
+    for (int i = 0; s && i < (int)(sizeof(k_pooling_names) / sizeof(k_pooling_names[0])); i++)
+        if (!strcmp(s, k_pooling_names[i])) {
+            *out = (eng_pooling)i;
+            return true;
+        }
+    return false;
+}
+
+eng_pooling eng_model_pooling(const eng_model *m, eng_pooling fallback) {
+    const int32_t t = m->info.pooling_type;
+    return t >= ENG_POOLING_MEAN && t <= ENG_POOLING_LAST ? (eng_pooling)t : fallback;
+}
+
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* Resolves p->device: the CPU (*dev NULL), or device 0 of a registered device backend *dev (with
@@ -83,6 +103,8 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
                           p.n_seq_max, p.n_ubatch);
     if (p.kv_type != ENG_TYPE_F16 && p.kv_type != ENG_TYPE_F32)
         return dp_err_set(err, DP_EINVAL, "context: the KV cache type must be F16 or F32");
+    if ((unsigned)p.pooling > ENG_POOLING_LAST)
+        return dp_err_set(err, DP_EINVAL, "context: pooling %d is not none, mean, cls or last", (int)p.pooling);
     const eng_device_backend *dev = NULL;
     dp_status st = pick_device(m, &p, true, &dev, NULL, err);
     if (st) return st;
@@ -187,7 +209,14 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
     }
     c->buf.ld_e = (int)E;
     c->buf.ld_qg = (int)qrows;
-    c->n_logits_max = c->n_seq > 64 ? c->n_seq : 64;
+    /* an embedding context computes no logits (one row is kept so that the code paths stay one) */
+    c->n_logits_max = p.pooling ? 1 : c->n_seq > 64 ? c->n_seq : 64;
+    if (p.pooling) {
+        c->emb_rows = malloc(T * E * sizeof(float));
+        c->emb_acc = calloc((size_t)c->n_seq * E, sizeof(double));
+        c->emb_n = calloc((size_t)c->n_seq, sizeof(int32_t));
+        if (!c->emb_rows || !c->emb_acc || !c->emb_n) goto oom;
+    }
     const size_t logits_bytes = (size_t)c->n_logits_max * in->n_vocab * sizeof(float);
     c->logits_be = be->ops->alloc(be, logits_bytes);
     c->logits = be->ops->host_memory ? c->logits_be : malloc(logits_bytes);
@@ -227,6 +256,9 @@ void eng_context_free(eng_context *c) {
         be->ops->release(be, c->logits_be);
     }
     free(c->check_x);
+    free(c->emb_rows);
+    free(c->emb_acc);
+    free(c->emb_n);
     free(c->kv);
     free(c->rec);
     free(c->seq_len);
@@ -359,6 +391,11 @@ void eng_seq_clear(eng_context *c, int32_t seq) {
     const eng_model_info *in = &c->model->info;
     c->seq_len[seq] = 0;
     blocks_release(c, seq);
+    if (c->emb_n) {
+        const size_t E = in->n_embd;
+        memset(c->emb_acc + (size_t)seq * E, 0, E * sizeof(double));
+        c->emb_n[seq] = 0;
+    }
     const size_t conv_per_seq = c->conv_per_seq, ssm_per_seq = c->ssm_per_seq;
     for (uint32_t i = 0; i < in->n_rec_layers; i++) {
         c->be->ops->fill0(c->be, c->rec[i].conv + (size_t)seq * conv_per_seq, conv_per_seq * 4);
@@ -384,6 +421,11 @@ void eng_seq_copy(eng_context *c, int32_t src, int32_t dst) {
                       ssm_per_seq * 4);
     }
     c->seq_len[dst] = c->seq_len[src];
+    if (c->emb_n) { /* an embedding's pool continues too (an instruction prefix computed once) */
+        const size_t E = in->n_embd;
+        memcpy(c->emb_acc + (size_t)dst * E, c->emb_acc + (size_t)src * E, E * sizeof(double));
+        c->emb_n[dst] = c->emb_n[src];
+    }
 }
 
 int32_t eng_seq_len(const eng_context *c, int32_t seq) {
@@ -414,6 +456,29 @@ static dp_status check_logits(eng_context *c, const eng_batch *b, dp_err *err) {
     return DP_OK;
 }
 
+/* An embedding context's step: fold the final hidden states of its n tokens (emb_rows, on the host
+ * after the forward pass) into each sequence's pool, in token order, so a sequence's vector
+ * depends on its own tokens alone. */
+static void pool_rows(eng_context *c, const int32_t *seq, const int32_t *pos, int32_t n) {
+    const size_t E = c->model->info.n_embd;
+    for (int32_t i = 0; i < n; i++) {
+        const float *r = c->emb_rows + (size_t)i * E;
+        double *a = c->emb_acc + (size_t)seq[i] * E;
+        switch (c->p.pooling) {
+        case ENG_POOLING_MEAN:
+            for (size_t k = 0; k < E; k++) a[k] += r[k];
+            break;
+        case ENG_POOLING_CLS:
+            if (pos[i] != 0) continue;
+            /* fall through */
+        default: /* LAST: the latest token's row */
+            for (size_t k = 0; k < E; k++) a[k] = r[k];
+            break;
+        }
+        c->emb_n[seq[i]]++;
+    }
+}
+
 dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err) {
     c->n_logits = 0;
     if (b->n <= 0) return DP_OK;
@@ -437,7 +502,7 @@ dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err) {
         n_want += b->logits ? b->logits[i] != 0 : i == b->n - 1;
     }
     if (st) return st;
-    if (n_want > c->n_logits_max)
+    if (!c->p.pooling && n_want > c->n_logits_max)
         return dp_err_set(err, DP_ERANGE, "decode: %d logits rows requested, at most %d per call", n_want,
                           c->n_logits_max);
     /* KV blocks for the whole call, all or none */
@@ -467,6 +532,7 @@ dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err) {
                                 (size_t)(c->n_logits - first) * V * sizeof(float));
         }
         for (int32_t i = 0; i < n; i++) c->seq_len[b->seq[i0 + i]] = b->pos[i0 + i] + 1;
+        if (c->p.pooling) pool_rows(c, b->seq + i0, b->pos + i0, n);
         if (c->check_layer >= 0) {
             const int32_t t = i0 + c->check_token;
             dp_status sst = c->be->ops->sync(c->be, err);
@@ -479,7 +545,29 @@ dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err) {
     /* a backend error leaves the step half done: the caller must treat the context as lost */
     dp_status st2 = c->be->ops->sync(c->be, err);
     if (st2) return st2;
-    return check_logits(c, b, err);
+    return c->p.pooling ? DP_OK : check_logits(c, b, err);
+}
+
+dp_status eng_get_embedding(const eng_context *c, int32_t seq, bool normalize, float *out, dp_err *err) {
+    if (!c->p.pooling) return dp_err_set(err, DP_EINVAL, "embedding: the context computes logits (pooling none)");
+    if (seq < 0 || seq >= c->n_seq || !c->emb_n[seq])
+        return dp_err_set(err, DP_EINVAL, "embedding: sequence %d has no %s", seq,
+                          c->p.pooling == ENG_POOLING_CLS ? "first token" : "tokens");
+    const size_t E = c->model->info.n_embd;
+    const double *a = c->emb_acc + (size_t)seq * E;
+    const double div = c->p.pooling == ENG_POOLING_MEAN ? (double)c->emb_n[seq] : 1.0;
+    double ss = 0;
+    for (size_t i = 0; i < E; i++) {
+        const double v = a[i] / div;
+        if (!isfinite(v))
+            return dp_err_set(err, DP_ENUMERIC, "embedding of sequence %d: component %zu is not finite: a kernel or "
+                              "the model's weights are wrong", seq, i);
+        ss += v * v;
+    }
+    /* llama.cpp's --embd-normalize 2: divide by the Euclidean norm (a zero vector stays zero) */
+    const double scale = normalize && ss > 0 ? 1.0 / sqrt(ss) : 1.0;
+    for (size_t i = 0; i < E; i++) out[i] = (float)(a[i] / div * scale);
+    return DP_OK;
 }
 
 dp_status eng_decode_sequence(eng_context *c, int32_t seq, const int32_t *tokens, int32_t n, int32_t pos0,

@@ -136,6 +136,13 @@ void eng_forward(eng_context *c, const eng_ubatch *ub) {
         be->ops->add(be, b->x, b->y, (int64_t)T * E);
         if (c->check_x && c->check_layer < 0) check_layer(c, l, T, E);
     }
+    /* an embedding context: every row's final hidden state RMSNorm(x; output_norm) to the host,
+     * where eng_decode pools it; no output head */
+    if (c->p.pooling) {
+        be->ops->rmsnorm(be, b->x, E, m->output_norm, b->h, E, T, E, in->rms_eps);
+        be->ops->to_host(be, c->emb_rows, b->h, (size_t)T * E * sizeof(float));
+        return;
+    }
     /* logits [n_out][V] = W_out RMSNorm(x; output_norm) for the rows that asked, gathered in
      * runs of consecutive rows (a decode step wants them all: one run) */
     int n_out = 0;

@@ -145,6 +145,9 @@ dp_status eng_model_info_load(const eng_gguf *g, eng_model_info *m, dp_err *err)
     if ((st = get_u32_key(g, a, "attention.head_count", &m->n_head, 0, known, 1, 4096, err))) return st;
     if ((st = get_u32_key(g, a, "attention.head_count_kv", &m->n_head_kv, m->n_head, false, 1, 4096, err))) return st;
     if ((st = get_u32_key(g, a, "context_length", &m->n_ctx_train, 0, false, 0, 1u << 26, err))) return st;
+    uint32_t pool = UINT32_MAX; /* (informational: a value the engine does not know is not an error) */
+    if ((st = get_u32_key(g, a, "pooling_type", &pool, UINT32_MAX, false, 0, UINT32_MAX, err))) return st;
+    m->pooling_type = pool <= 4 ? (int32_t)pool : -1;
     if (m->n_head) {
         if (m->n_head % m->n_head_kv)
             return dp_err_set(err, DP_EFORMAT, "%s: attention.head_count %u is not a multiple of head_count_kv %u", path,

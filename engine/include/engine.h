@@ -176,6 +176,7 @@ typedef struct eng_model_info {
     uint32_t head_dim_k, head_dim_v;
     uint32_t n_rot;
     uint32_t n_ctx_train;
+    int32_t pooling_type;     /* {arch}.pooling_type (an eng_pooling; 4 = rank), -1 when absent */
     float rope_base, rms_eps;
     char rope_scaling[16];    /* {arch}.rope.scaling.type, "" when absent or "none" */
     bool rope_scaling_yarn;   /* a scaling type the engine does not implement yet */
@@ -397,6 +398,22 @@ const eng_tokenizer *eng_model_get_tokenizer(const eng_model *m);    /* borrowed
 eng_chat_kind eng_model_chat_kind(const eng_model *m);
 
 
+/* How an embedding context turns a sequence's final hidden states (after output_norm) into one
+ * vector; the values of GGUF's {arch}.pooling_type. */
+typedef enum eng_pooling {
+    ENG_POOLING_NONE = 0, /* no embedding: the context computes logits (generation) */
+    ENG_POOLING_MEAN = 1, /* the average over the sequence's tokens */
+    ENG_POOLING_CLS = 2,  /* the first token's */
+    ENG_POOLING_LAST = 3, /* the last token's (Qwen3-Embedding) */
+} eng_pooling;
+/* "none", "mean", "cls", "last". */
+const char *eng_pooling_name(eng_pooling p);
+/* The inverse of eng_pooling_name; false for anything else. */
+bool eng_pooling_parse(const char *s, eng_pooling *out);
+/* The pooling a model file asks for (its pooling_type), or fallback when it names none or one
+ * the engine does not implement (rank). */
+eng_pooling eng_model_pooling(const eng_model *m, eng_pooling fallback);
+
 /* Positions per KV cache block: the unit the paged cache allocates and shares. */
 #define ENG_KV_BLOCK 256
 
@@ -412,6 +429,8 @@ typedef struct eng_context_params {
     int kv_type;         /* ENG_TYPE_F16 (default) or ENG_TYPE_F32 */
     bool check_layers;   /* after every layer, check that the activations are finite (a debug
                           * switch: a copy of the residual per layer; DOCPIPE_CHECK_LAYERS=1 sets it) */
+    eng_pooling pooling; /* NONE (default): logits for sampling; else an embedding context: no output
+                          * head, eng_get_embedding pools the final hidden states */
     int deltanet_mode;   /* qwen35 prompts: 0 = chunk-wise (token by token with exact), 1 = always token
                           * by token, 2 = always chunk-wise. Decode steps are token by token. */
 } eng_context_params;
@@ -460,6 +479,12 @@ dp_status eng_decode_sequence(eng_context *c, int32_t seq, const int32_t *tokens
 dp_status eng_decode(eng_context *c, const eng_batch *b, dp_err *err);
 const float *eng_get_logits(const eng_context *c, int32_t j); /* [n_vocab] or NULL */
 int32_t eng_n_logits(const eng_context *c);
+/* An embedding context's vector for seq (n_embd floats into out): the pooled final hidden state
+ * of every token the sequence was given since it was cleared, L2-normalized when normalize.
+ * A token's hidden state does not depend on what else was in its batch, so neither does the
+ * vector. DP_EINVAL for a logits context or a sequence with no (CLS: no first) token;
+ * DP_ENUMERIC when a value is not finite. */
+dp_status eng_get_embedding(const eng_context *c, int32_t seq, bool normalize, float *out, dp_err *err);
 /* Forgets a sequence (KV and recurrent state) so its slot can start again at position 0. */
 void eng_seq_clear(eng_context *c, int32_t seq);
 /* Makes dst a copy of src: its KV rows and recurrent state (qwen35), so dst continues from where
