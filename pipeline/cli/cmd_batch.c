@@ -42,11 +42,18 @@
 typedef struct req {
     pl_batch_req b;           /* the line as read (custom_id, line, sampling, stop) */
     eng_tokens prompt;
+    eng_tokens *inputs;       /* /v1/embeddings: each input's ids */
+    float *vecs;              /* [n_inputs][n_embd] */
+    size_t next, n_done;      /* inputs handed to a sequence, and embedded */
+    int32_t n_tokens;
     char *err_code, *err_msg; /* set when the request is refused */
 } req;
 
 static void req_free(req *r) {
     if (!r) return;
+    for (size_t i = 0; r->inputs && i < r->b.n_inputs; i++) eng_tokens_free(&r->inputs[i]);
+    free(r->inputs);
+    free(r->vecs);
     pl_batch_req_free(&r->b);
     eng_tokens_free(&r->prompt);
     free(r->err_code);
@@ -68,6 +75,26 @@ static req *parse_request(const eng_model *m, const char *line, size_t len, int 
     if (pl_batch_req_parse(line, len, lineno, n_ctx, &r->b, &err)) return refuse(r, "invalid_request", err.msg);
     const eng_tokenizer *tok = eng_model_get_tokenizer(m);
     dp_status st;
+    if (r->b.embed) { /* tokenized as llama-server's /v1/embeddings: add_special, special parsing on */
+        const size_t E = eng_model_get_info(m)->n_embd;
+        r->inputs = calloc(r->b.n_inputs, sizeof(*r->inputs));
+        r->vecs = malloc(r->b.n_inputs * E * sizeof(float));
+        if (!r->inputs || !r->vecs) return refuse(r, "server_error", "out of memory");
+        for (size_t i = 0; i < r->b.n_inputs; i++) {
+            if (eng_tokenize(tok, NULL, r->b.inputs[i], strlen(r->b.inputs[i]), true, true, &r->inputs[i], &err)) {
+                dp_err_prefix(&err, "line %d: body.input[%zu]", lineno, i);
+                return refuse(r, "invalid_request", err.msg);
+            }
+            char msg[160];
+            if (r->inputs[i].n > (size_t)n_ctx) {
+                snprintf(msg, sizeof(msg), "line %d: body.input[%zu] has %zu tokens; the context holds %d", lineno, i,
+                         r->inputs[i].n, (int)n_ctx);
+                return refuse(r, "context_length_exceeded", msg);
+            }
+            r->n_tokens += (int32_t)r->inputs[i].n;
+        }
+        return r;
+    }
     if (r->b.chat) {
         /* only the chat frame is read for special tokens: "<|im_end|>" typed into a message
          * stays text, as in docpipe run */
@@ -110,7 +137,7 @@ static req *parse_request(const eng_model *m, const char *line, size_t len, int 
  * errno of a failed write, so a full disk stops the run at once instead of after every request
  * has been computed for nothing. */
 static int write_line(FILE *out, json_t *o) {
-    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     json_decref(o);
     if (!s) return ENOMEM;
     errno = 0;
@@ -217,6 +244,160 @@ static void write_result(void *cb, const pl_gen_out *g) {
     if (e && !br->werr) br->werr = e, br->werr_file = br->out_path;
     br->n_ok += !e;
     req_free(r);
+}
+
+/* The endpoint of the batch: the first line that reads as a request decides, as a Batch API batch
+ * has one endpoint; true for /v1/embeddings. */
+static bool embeddings_batch(const char *data, size_t len, int32_t n_ctx) {
+    size_t pos = 0, ll = 0;
+    int lineno = 0;
+    for (const char *ls; (ls = next_line(data, len, &pos, &lineno, &ll));) {
+        if (!ll) continue;
+        pl_batch_req b;
+        dp_err err = {0};
+        const bool ok = pl_batch_req_parse(ls, ll, lineno, n_ctx, &b, &err) == DP_OK, embed = b.embed;
+        pl_batch_req_free(&b);
+        if (ok) return embed;
+    }
+    return false;
+}
+
+/* The request counts of a batch, for the summary and the exit code. */
+typedef struct batch_counts {
+    long n_err, n_skipped, n_failed_before;
+} batch_counts;
+
+/* --resume: whether line lineno (request r) was written by the run this one resumes (then r is
+ * freed and counted as skipped), and the custom_id rule: one request per custom_id. */
+static bool skip_or_check(req *r, int lineno, json_t *done, json_t *seen, batch_counts *k) {
+    char lk[32];
+    snprintf(lk, sizeof(lk), "#%d", lineno);
+    if (json_object_get(done, lk) || (*r->b.custom_id && !r->err_code && json_object_get(done, r->b.custom_id))) {
+        /* written by the run this one resumes; its custom_id still counts as used */
+        if (*r->b.custom_id && !json_object_get(seen, r->b.custom_id))
+            json_object_set_new(seen, r->b.custom_id, json_integer(lineno));
+        k->n_failed_before += json_object_get(done, lk) != NULL;
+        req_free(r);
+        k->n_skipped++;
+        return true;
+    }
+    /* results are matched to requests by custom_id, so it must be unique (as the Batch API
+     * requires): a later line with a used one is refused */
+    json_t *first = *r->b.custom_id ? json_object_get(seen, r->b.custom_id) : NULL;
+    if (first && !r->err_code) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "line %d: custom_id \"%.64s\" is already used on line %d", lineno, r->b.custom_id,
+                 (int)json_integer_value(first));
+        refuse(r, "invalid_request", msg);
+    } else if (!first && *r->b.custom_id) {
+        json_object_set_new(seen, r->b.custom_id, json_integer(lineno));
+    }
+    return false;
+}
+
+/* An /v1/embeddings batch: every request's inputs, each a sequence of the embedding context,
+ * decoded up to `seqs` at a time in one call (a request's inputs may span calls); a request's
+ * response is written once all its inputs are embedded. A vector does not depend on what it was
+ * decoded with (the engine's batch invariance). DP_OK, or a failure in err (br->werr set when a
+ * write failed). */
+static dp_status embed_batch(eng_model *m, eng_context *c, batch_run *br, const char *data, size_t len,
+                             int32_t n_ctx, int32_t seqs, json_t *done, json_t *seen, batch_counts *k, dp_err *err) {
+    const size_t E = eng_model_get_info(m)->n_embd;
+    req **fly = calloc((size_t)seqs + 1, sizeof(*fly)), *cur = NULL;
+    struct slot {
+        req *r;
+        size_t i;
+    } *slot = calloc((size_t)seqs, sizeof(*slot));
+    int32_t *tok = NULL;
+    size_t tok_cap = 0, n_fly = 0, pos = 0, ll = 0;
+    int lineno = 0;
+    bool eof = false;
+    dp_status st = fly && slot ? DP_OK : dp_err_set(err, DP_ENOMEM, "out of memory");
+    while (!st && !br->werr) {
+        size_t ns = 0, ntok = 0;
+        while (ns < (size_t)seqs && !br->werr) {
+            if (!cur) {
+                const char *ls = eof ? NULL : next_line(data, len, &pos, &lineno, &ll);
+                if (!ls) {
+                    eof = true;
+                    break;
+                }
+                if (!ll) continue;
+                req *r = parse_request(m, ls, ll, lineno, n_ctx, false);
+                if (!r) {
+                    st = dp_err_set(err, DP_ENOMEM, "out of memory");
+                    break;
+                }
+                if (skip_or_check(r, lineno, done, seen, k)) continue;
+                if (!r->err_code && !r->b.embed) {
+                    char msg[160];
+                    snprintf(msg, sizeof(msg), "line %d: this batch is /v1/embeddings (its first request); a batch has "
+                             "one endpoint", lineno);
+                    refuse(r, "invalid_request", msg);
+                }
+                if (r->err_code) {
+                    const int e = write_error(br, r);
+                    if (e && !br->werr) br->werr = e, br->werr_file = br->errs_path;
+                    k->n_err++;
+                    req_free(r);
+                    continue;
+                }
+                cur = fly[n_fly++] = r;
+            }
+            slot[ns++] = (struct slot){cur, cur->next};
+            ntok += cur->inputs[cur->next].n;
+            if (++cur->next == cur->b.n_inputs) cur = NULL;
+        }
+        if (st || br->werr || !ns) break;
+        if (3 * ntok > tok_cap) {
+            int32_t *t = realloc(tok, 3 * ntok * sizeof(int32_t));
+            if (!t) {
+                st = dp_err_set(err, DP_ENOMEM, "out of memory");
+                break;
+            }
+            tok = t, tok_cap = 3 * ntok;
+        }
+        int32_t *p = tok + ntok, *s = p + ntok, n = 0;
+        for (size_t j = 0; j < ns; j++) {
+            const eng_tokens *in = &slot[j].r->inputs[slot[j].i];
+            eng_seq_clear(c, (int32_t)j);
+            for (size_t t = 0; t < in->n; t++, n++) tok[n] = in->ids[t], p[n] = (int32_t)t, s[n] = (int32_t)j;
+        }
+        const eng_batch b = {n, tok, p, s, NULL};
+        if ((st = eng_decode(c, &b, err))) break;
+        for (size_t j = 0; j < ns && !st; j++) {
+            st = eng_get_embedding(c, (int32_t)j, true, slot[j].r->vecs + slot[j].i * E, err);
+            slot[j].r->n_done++;
+        }
+        /* write the requests whose inputs are all embedded, in input order */
+        size_t w = 0;
+        for (size_t j = 0; j < n_fly && !st; j++) {
+            req *r = fly[j];
+            if (r->n_done < r->b.n_inputs) {
+                fly[w++] = r;
+                continue;
+            }
+            char id[64];
+            batch_id(br, id);
+            json_t *o = json_object();
+            json_object_set_new(o, "id", json_string(id));
+            json_object_set_new(o, "custom_id", json_string(r->b.custom_id));
+            json_object_set_new(o, "response", pl_embedding_response(r->b.custom_id, r->b.model ? r->b.model : br->model,
+                                                                     r->vecs, r->b.n_inputs, E, r->b.base64,
+                                                                     r->n_tokens, dp_time_wall()));
+            json_object_set_new(o, "error", json_null());
+            const int e = write_line(br->out, o);
+            if (e && !br->werr) br->werr = e, br->werr_file = br->out_path;
+            br->n_ok += !e;
+            req_free(r);
+        }
+        n_fly = w;
+    }
+    for (size_t j = 0; j < n_fly; j++) req_free(fly[j]);
+    free(fly);
+    free(slot);
+    free(tok);
+    return st;
 }
 
 /* All of standard input (for -i -), at most 2 GiB. */
@@ -370,9 +551,13 @@ int pl_cmd_batch(int argc, char **argv) {
         json_decref(done);
         return PL_EXIT_CONFIG;
     }
+    /* a batch has one endpoint: an /v1/embeddings batch runs in an embedding context (pooling
+     * from the model file, else the last token's), every other on the scheduler */
+    const bool embed = embeddings_batch(data, len, (int32_t)n_ctx);
     eng_context_params cp = eng_context_default_params();
     cp.n_ctx = n_ctx;
-    cp.n_seq_max = seqs + 1; /* + the shared prompt head */
+    cp.n_seq_max = seqs + (embed ? 0 : 1); /* + the shared prompt head */
+    if (embed) cp.pooling = eng_model_pooling(m, ENG_POOLING_LAST);
     cp.n_threads = (int)threads;
     cp.device = (dp_device)device;
     cp.n_ubatch = seqs * PIECE < 4096 ? seqs * PIECE : 4096;
@@ -416,11 +601,15 @@ int pl_cmd_batch(int argc, char **argv) {
     }
     pl_sched *sch = NULL;
     json_t *seen = json_object(); /* custom_id -> the line that used it first */
-    long n_err = 0, n_skipped = 0, n_failed_before = 0;
+    batch_counts k = {0, 0, 0};
     size_t pos = 0;
     int lineno = 0;
     int rc = PL_EXIT_OK;
     uint64_t t0 = dp_time_ns();
+    if (embed) {
+        if (embed_batch(m, c, &br, data, len, (int32_t)n_ctx, (int32_t)seqs, done, seen, &k, &err)) goto fail;
+        if (br.werr) goto write_failed;
+    } else {
     if (pl_sched_new(c, m, (int32_t)seqs, (int32_t)cp.n_ubatch, &sch, &err)) goto fail;
     if (shared_head(m, sch, data, len, (int32_t)n_ctx, think, &err)) goto fail;
     for (;;) {
@@ -433,28 +622,12 @@ int pl_cmd_batch(int argc, char **argv) {
             if (!r) {
                 if (!(ls = next_line(data, len, &pos, &lineno, &ll))) break;
                 if (!ll || !(r = parse_request(m, ls, ll, lineno, (int32_t)n_ctx, think))) continue;
-                char lk[32];
-                snprintf(lk, sizeof(lk), "#%d", lineno);
-                if (json_object_get(done, lk) || (*r->b.custom_id && !r->err_code &&
-                                                  json_object_get(done, r->b.custom_id))) {
-                    /* written by the run this one resumes; its custom_id still counts as used */
-                    if (*r->b.custom_id && !json_object_get(seen, r->b.custom_id))
-                        json_object_set_new(seen, r->b.custom_id, json_integer(lineno));
-                    n_failed_before += json_object_get(done, lk) != NULL;
-                    req_free(r);
-                    n_skipped++;
-                    continue;
-                }
-                /* results are matched to requests by custom_id, so it must be unique (as the
-                 * Batch API requires): a later line with a used one is refused */
-                json_t *first = *r->b.custom_id ? json_object_get(seen, r->b.custom_id) : NULL;
-                if (first && !r->err_code) {
-                    char msg[256];
-                    snprintf(msg, sizeof(msg), "line %d: custom_id \"%.64s\" is already used on line %d", lineno,
-                             r->b.custom_id, (int)json_integer_value(first));
+                if (skip_or_check(r, lineno, done, seen, &k)) continue;
+                if (!r->err_code && r->b.embed) {
+                    char msg[160];
+                    snprintf(msg, sizeof(msg), "line %d: this batch is for completions (its first request); a batch "
+                             "has one endpoint", lineno);
                     refuse(r, "invalid_request", msg);
-                } else if (!first && *r->b.custom_id) {
-                    json_object_set_new(seen, r->b.custom_id, json_integer(lineno));
                 }
             }
             if (!r->err_code) {
@@ -477,7 +650,7 @@ int pl_cmd_batch(int argc, char **argv) {
             }
             const int e = write_error(&br, r);
             if (e && !br.werr) br.werr = e, br.werr_file = br.errs_path;
-            n_err++;
+            k.n_err++;
             req_free(r);
             if (br.werr) break;
         }
@@ -487,13 +660,19 @@ int pl_cmd_batch(int argc, char **argv) {
         if (st == DP_EOF && !waiting) break;
         if (st) goto fail;
     }
-    n_err += br.n_engine_err;
-    fprintf(stderr, "batch: %ld results, %ld errors in %.1f s (%s, %u slots; %llu prompt tokens from the shared head)\n",
-            br.n_ok, n_err, (double)(dp_time_ns() - t0) / 1e9, eng_context_backend_name(c), seqs,
-            (unsigned long long)pl_sched_prefix_saved(sch));
-    if (resume) fprintf(stderr, "batch: --resume: %ld requests already written were skipped\n", n_skipped);
+    }
+    k.n_err += br.n_engine_err;
+    if (embed)
+        fprintf(stderr, "batch: %ld results, %ld errors in %.1f s (%s, embeddings, pooling %s, %u sequences at once)\n",
+                br.n_ok, k.n_err, (double)(dp_time_ns() - t0) / 1e9, eng_context_backend_name(c),
+                eng_pooling_name(cp.pooling), seqs);
+    else
+        fprintf(stderr, "batch: %ld results, %ld errors in %.1f s (%s, %u slots; %llu prompt tokens from the shared "
+                "head)\n", br.n_ok, k.n_err, (double)(dp_time_ns() - t0) / 1e9, eng_context_backend_name(c), seqs,
+                (unsigned long long)pl_sched_prefix_saved(sch));
+    if (resume) fprintf(stderr, "batch: --resume: %ld requests already written were skipped\n", k.n_skipped);
     /* a resumed batch ends as the uninterrupted one would: 3 while any request failed */
-    if (n_err || n_failed_before) rc = PL_EXIT_PARTIAL;
+    if (k.n_err || k.n_failed_before) rc = PL_EXIT_PARTIAL;
     goto done;
 fail:
     fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));

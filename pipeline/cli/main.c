@@ -44,6 +44,7 @@ static void usage(FILE *f) {
             "  quantize IN.gguf OUT.gguf TYPE [-t N]           q8_0 q4_0 q4_k_m q5_k_m q6_k\n"
             "  make-test-model --arch ARCH --out FILE [...]     random-weight model in the real layout\n"
             "  tokenize -m MODEL.gguf [--json] (TEXT | -f FILE) token ids as the model counts them\n"
+            "  embed -m MODEL.gguf (TEXT | -f FILE) [--pooling P] sentence embeddings (llama-embedding's JSON)\n"
             "  eval -m MODEL.gguf -f PROMPT [-n 16] [--exact]   logits and greedy steps as JSON\n"
             "  perplexity -m MODEL.gguf -f TEXT [-c 512]       perplexity as llama-perplexity measures it\n"
             "  generate -m MODEL.gguf -p PROMPT [-n N] [--chat] one prompt, streamed (sampling as llama-cli)\n"
@@ -67,7 +68,7 @@ static const command k_commands[] = {
     {"merge", pl_cmd_merge},       {"validate", pl_cmd_validate}, {"batch", pl_cmd_batch},
     {"inspect", pl_cmd_inspect},   {"quantize", pl_cmd_quantize}, {"make-test-model", pl_cmd_make_test_model},
     {"tokenize", pl_cmd_tokenize}, {"eval", pl_cmd_eval},         {"perplexity", pl_cmd_perplexity},
-    {"generate", pl_cmd_generate}, {"bench", pl_cmd_bench},
+    {"generate", pl_cmd_generate}, {"bench", pl_cmd_bench},       {"embed", pl_cmd_embed},
 };
 
 static const command *find_command(const char *name) {

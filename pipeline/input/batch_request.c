@@ -29,6 +29,9 @@ void pl_batch_req_free(pl_batch_req *r) {
     for (size_t i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     free(r->stop);
+    for (size_t i = 0; i < r->n_inputs; i++)
+        free(r->inputs[i]);
+    free(r->inputs);
     memset(r, 0, sizeof(*r));
 }
 
@@ -218,6 +221,42 @@ static dp_status unsupported(json_t *body, int line, dp_err *err) {
     return DP_OK;
 }
 
+/* An /v1/embeddings body: input (a string or a list of 1..2048 strings, none empty), model,
+ * encoding_format; dimensions (a shortened vector) is refused rather than ignored. */
+static dp_status embedding(json_t *body, pl_batch_req *r, dp_err *err) {
+    const int lineno = r->line;
+    char d[64];
+    json_t *v;
+    if ((v = field(body, "model"))) {
+        if (!json_is_string(v)) return refuse(err, lineno, "body.model must be a string, not %s", describe(v, d, sizeof(d)));
+        if (!(r->model = strdup(json_string_value(v)))) return dp_err_set(err, DP_ENOMEM, "out of memory");
+    }
+    if ((v = field(body, "dimensions")))
+        return refuse(err, lineno, "body.dimensions: docpipe returns the model's full vectors (drop the field)");
+    if ((v = field(body, "encoding_format"))) {
+        const char *f = json_string_value(v);
+        if (!f || (strcmp(f, "float") && strcmp(f, "base64")))
+            return refuse(err, lineno, "body.encoding_format must be \"float\" or \"base64\", not %s",
+                          describe(v, d, sizeof(d)));
+        r->base64 = !strcmp(f, "base64");
+    }
+    json_t *in = json_object_get(body, "input");
+    const size_t n = json_is_string(in) ? 1 : json_is_array(in) ? json_array_size(in) : 0;
+    if (!n || n > 2048)
+        return refuse(err, lineno, "body.input must be a string or a list of 1 to 2048 strings, not %s",
+                      describe(in, d, sizeof(d)));
+    if (!(r->inputs = calloc(n, sizeof(char *)))) return dp_err_set(err, DP_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_is_string(in) ? in : json_array_get(in, i);
+        if (!json_is_string(s) || !json_string_length(s) || holds_nul(s))
+            return refuse(err, lineno, "body.input[%zu] must be a non-empty string (token id lists are not taken), "
+                          "not %s", i, describe(s, d, sizeof(d)));
+        if (!(r->inputs[i] = strdup(json_string_value(s)))) return dp_err_set(err, DP_ENOMEM, "out of memory");
+        r->n_inputs = i + 1;
+    }
+    return DP_OK;
+}
+
 dp_status pl_batch_req_parse(const char *line, size_t len, int lineno, int32_t n_ctx, pl_batch_req *r, dp_err *err) {
     memset(r, 0, sizeof(*r));
     r->think = -1;
@@ -256,15 +295,22 @@ dp_status pl_batch_req_parse(const char *line, size_t len, int lineno, int32_t n
         goto out;
     }
     const char *url = json_string_value(v = json_object_get(o, "url"));
-    if (!url || (strcmp(url, "/v1/chat/completions") && strcmp(url, "/v1/completions"))) {
-        st = refuse(err, lineno, "url must be \"/v1/chat/completions\" or \"/v1/completions\", not %s",
+    if (!url || (strcmp(url, "/v1/chat/completions") && strcmp(url, "/v1/completions") &&
+                 strcmp(url, "/v1/embeddings"))) {
+        st = refuse(err, lineno,
+                    "url must be \"/v1/chat/completions\", \"/v1/completions\" or \"/v1/embeddings\", not %s",
                     describe(v, d, sizeof(d)));
         goto out;
     }
     r->chat = !strcmp(url, "/v1/chat/completions");
+    r->embed = !strcmp(url, "/v1/embeddings");
     json_t *body = json_object_get(o, "body");
     if (!json_is_object(body)) {
         st = refuse(err, lineno, "body must be an object, not %s", describe(body, d, sizeof(d)));
+        goto out;
+    }
+    if (r->embed) {
+        st = embedding(body, r, err);
         goto out;
     }
     if ((st = unsupported(body, lineno, err))) goto out;

@@ -30,6 +30,11 @@ typedef struct pl_batch_req {
     eng_sampler_params sp; /* OpenAI's defaults; seeded from seed and custom_id alone */
     char **stop;
     size_t n_stop;
+    bool embed;     /* /v1/embeddings: inputs (each a non-empty string), nothing above but custom_id,
+                     * line and model */
+    char **inputs;
+    size_t n_inputs;
+    bool base64;    /* body.encoding_format "base64" (default "float") */
 } pl_batch_req;
 
 /* Reads line lineno (len bytes, no newline) into *out. DP_EINVAL with err "line N: ..." for a

@@ -36,15 +36,71 @@ void pl_system_fingerprint(const char *model_identity, char out[20]) {
     snprintf(out, 20, "fp_%s", hex);
 }
 
+/* ids unique per execution, as OpenAI's are: the same request run twice gets new ones */
+static const char *nonce(void) {
+    static char n[40];
+    if (!n[0]) snprintf(n, sizeof(n), "%d-%llu", dp_getpid(), (unsigned long long)dp_time_ns());
+    return n;
+}
+
+static void request_id(const char *custom_id, int64_t created, char out[40]) {
+    char when[32], rid[33];
+    snprintf(when, sizeof(when), "%lld", (long long)created);
+    hex_id(custom_id, when, nonce(), 16, rid);
+    snprintf(out, 40, "req_%s", rid);
+}
+
+static void base64_encode(const uint8_t *p, size_t n, char *out) {
+    static const char k[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        const uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        out[o++] = k[v >> 18 & 63];
+        out[o++] = k[v >> 12 & 63];
+        out[o++] = i + 1 < n ? k[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? k[v & 63] : '=';
+    }
+    out[o] = 0;
+}
+
+json_t *pl_embedding_response(const char *custom_id, const char *model, const float *vecs, size_t n, size_t dim,
+                              bool base64, int32_t n_tokens, int64_t created) {
+    char req_id[40];
+    request_id(custom_id, created, req_id);
+    json_t *data = json_array();
+    char *b64 = base64 ? malloc(4 * (dim * 4 + 2) / 3 + 8) : NULL;
+    uint8_t *le = base64 ? malloc(dim * 4) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        const float *v = vecs + i * dim;
+        json_t *e;
+        if (base64 && b64 && le) {
+            for (size_t k = 0; k < dim; k++) { /* little-endian float32, whatever the host */
+                uint32_t u;
+                memcpy(&u, &v[k], 4);
+                le[4 * k] = (uint8_t)u, le[4 * k + 1] = (uint8_t)(u >> 8), le[4 * k + 2] = (uint8_t)(u >> 16),
+                le[4 * k + 3] = (uint8_t)(u >> 24);
+            }
+            base64_encode(le, dim * 4, b64);
+            e = json_string(b64);
+        } else {
+            e = json_array();
+            for (size_t k = 0; k < dim; k++) json_array_append_new(e, json_real(v[k]));
+        }
+        json_array_append_new(data, json_pack("{s:s, s:I, s:o}", "object", "embedding", "index", (json_int_t)i,
+                                              "embedding", e));
+    }
+    free(b64);
+    free(le);
+    json_t *usage = json_pack("{s:i, s:i}", "prompt_tokens", n_tokens, "total_tokens", n_tokens);
+    json_t *body = json_pack("{s:s, s:o, s:s, s:o}", "object", "list", "data", data, "model", model, "usage", usage);
+    return json_pack("{s:i, s:s, s:o}", "status_code", 200, "request_id", req_id, "body", body);
+}
+
 json_t *pl_completion_response(const pl_completion *c) {
-    /* ids unique per execution, as OpenAI's are: the same request run twice gets new ones */
-    static char nonce[40];
-    if (!nonce[0]) snprintf(nonce, sizeof(nonce), "%d-%llu", dp_getpid(), (unsigned long long)dp_time_ns());
-    char when[32], rid[33], cid[25], req_id[40], body_id[40];
+    char when[32], cid[25], req_id[40], body_id[40];
     snprintf(when, sizeof(when), "%lld", (long long)c->created);
-    hex_id(c->custom_id, when, nonce, 16, rid);
-    hex_id(nonce, c->custom_id, when, 12, cid);
-    snprintf(req_id, sizeof(req_id), "req_%s", rid);
+    request_id(c->custom_id, c->created, req_id);
+    hex_id(nonce(), c->custom_id, when, 12, cid);
     snprintf(body_id, sizeof(body_id), "%s-%s", c->chat ? "chatcmpl" : "cmpl", cid);
     uint8_t *fixed = malloc(3 * c->len + 1);
     const size_t fl = fixed ? dp_utf8_repair((const uint8_t *)c->text, c->len, fixed, NULL) : 0;

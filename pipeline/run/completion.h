@@ -25,6 +25,13 @@ typedef struct pl_completion {
 
 json_t *pl_completion_response(const pl_completion *c);
 
+/* An /v1/embeddings request's "response": {status_code, request_id, body: {object: "list",
+ * data: [{object: "embedding", index, embedding}], model, usage}}. vecs holds n vectors of dim
+ * floats; base64 writes each as the base64 of its little-endian float32 bytes (OpenAI's
+ * encoding_format "base64"), else as a number array. */
+json_t *pl_embedding_response(const char *custom_id, const char *model, const float *vecs, size_t n, size_t dim,
+                              bool base64, int32_t n_tokens, int64_t created);
+
 /* "fp_" and 12 hex digits of a hash of the model's identity (its sha256 where known, else its
  * name, size and type) and of the docpipe version: what changes answers changes it. */
 void pl_system_fingerprint(const char *model_identity, char out[20]);

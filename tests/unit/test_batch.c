@@ -8,6 +8,7 @@
 #include "platform.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -433,6 +434,126 @@ static void test_batch_usage_errors(void **state) {
                             tu_tmp("o.jsonl")), 66);
 }
 
+static int b64v(char c) {
+    return c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26 : c >= '0' && c <= '9' ? c - '0' + 52
+         : c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* The vector of one embedding entry: a number array, or base64 of little-endian float32. */
+static size_t entry_vector(json_t *e, float *v, size_t cap) {
+    if (json_is_array(e)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(e, i, x) if (i < cap) v[i] = (float)json_real_value(x);
+        return json_array_size(e);
+    }
+    const char *s = json_string_value(e);
+    assert_non_null(s);
+    uint8_t b[4 * 4096];
+    size_t n = 0;
+    for (size_t i = 0; s[i] && s[i + 1] && s[i + 2] && s[i + 3]; i += 4) {
+        const uint32_t q = (uint32_t)b64v(s[i]) << 18 | (uint32_t)b64v(s[i + 1]) << 12 |
+                           (uint32_t)(s[i + 2] == '=' ? 0 : b64v(s[i + 2])) << 6 | (uint32_t)(s[i + 3] == '=' ? 0 : b64v(s[i + 3]));
+        b[n++] = (uint8_t)(q >> 16);
+        if (s[i + 2] != '=') b[n++] = (uint8_t)(q >> 8);
+        if (s[i + 3] != '=') b[n++] = (uint8_t)q;
+    }
+    assert_int_equal(n % 4, 0);
+    for (size_t i = 0; i < n / 4 && i < cap; i++) {
+        const uint32_t u = (uint32_t)b[4 * i] | (uint32_t)b[4 * i + 1] << 8 | (uint32_t)b[4 * i + 2] << 16 |
+                           (uint32_t)b[4 * i + 3] << 24;
+        memcpy(&v[i], &u, 4);
+    }
+    return n / 4;
+}
+
+/* /v1/embeddings: OpenAI's response shape, float and base64 encodings, one endpoint per batch,
+ * and the same vector for the same text whatever request, position or --seqs it came with, and
+ * as `docpipe embed` prints it. */
+static void test_batch_embeddings(void **state) {
+    (void)state;
+    char model[512], in[512], out[512], errs[512]; /* (tu_tmp's buffers are reused by tu_run) */
+    snprintf(model, sizeof(model), "%s", tu_tmp("emb.gguf"));
+    snprintf(in, sizeof(in), "%s", tu_tmp("emb.jsonl"));
+    snprintf(out, sizeof(out), "%s", tu_tmp("emb-out.jsonl"));
+    snprintf(errs, sizeof(errs), "%s", tu_tmp("emb-err.jsonl"));
+    assert_int_equal(tu_run(NULL, "make-test-model --arch qwen3 --out '%s'", model), 0);
+    const char *lines =
+        "{\"custom_id\":\"one\",\"method\":\"POST\",\"url\":\"/v1/embeddings\",\"body\":{\"input\":\"the quick brown fox\"}}\n"
+        "{\"custom_id\":\"many\",\"url\":\"/v1/embeddings\",\"body\":{\"model\":\"m\",\"input\":[\"a b c\",\"the quick "
+        "brown fox\",\"x\",\"jumps over the lazy dog\",\"the quick brown fox\"]}}\n"
+        "{\"custom_id\":\"b64\",\"url\":\"/v1/embeddings\",\"body\":{\"input\":[\"the quick brown fox\"],"
+        "\"encoding_format\":\"base64\"}}\n"
+        "{\"custom_id\":\"chat\",\"url\":\"/v1/chat/completions\",\"body\":{\"messages\":[{\"role\":\"user\","
+        "\"content\":\"hi\"}]}}\n"
+        "{\"custom_id\":\"empty\",\"url\":\"/v1/embeddings\",\"body\":{\"input\":[]}}\n";
+    tu_write_file(in, lines, strlen(lines));
+    static float ref[4096];
+    size_t dim = 0;
+    for (int seqs = 1; seqs <= 8; seqs *= 2) {
+        assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --errors '%s' --seqs %d -c 256 -t 2", model, in,
+                                out, errs, seqs), 3);
+        char *data = NULL;
+        size_t len = 0;
+        dp_err err = {0};
+        assert_int_equal(dp_file_read_all(out, 1 << 24, &data, &len, &err), DP_OK);
+        int n = 0;
+        for (char *l = strtok(data, "\n"); l; l = strtok(NULL, "\n"), n++) {
+            json_t *o = json_loads(l, 0, NULL);
+            assert_non_null(o);
+            assert_true(json_is_null(json_object_get(o, "error")));
+            const char *cid = json_string_value(json_object_get(o, "custom_id"));
+            json_t *resp = json_object_get(o, "response"), *body = json_object_get(resp, "body");
+            assert_int_equal(json_integer_value(json_object_get(resp, "status_code")), 200);
+            assert_string_equal(json_string_value(json_object_get(body, "object")), "list");
+            assert_string_equal(json_string_value(json_object_get(body, "model")), !strcmp(cid, "many") ? "m" : "emb.gguf");
+            json_t *usage = json_object_get(body, "usage"), *d = json_object_get(body, "data");
+            assert_true(json_integer_value(json_object_get(usage, "prompt_tokens")) > 0);
+            assert_int_equal(json_array_size(d), !strcmp(cid, "many") ? 5 : 1);
+            size_t i;
+            json_t *e;
+            json_array_foreach(d, i, e) {
+                assert_string_equal(json_string_value(json_object_get(e, "object")), "embedding");
+                assert_int_equal(json_integer_value(json_object_get(e, "index")), (json_int_t)i);
+                static float v[4096];
+                const size_t k = entry_vector(json_object_get(e, "embedding"), v, 4096);
+                double nn = 0;
+                for (size_t j = 0; j < k; j++) nn += (double)v[j] * v[j];
+                assert_true(fabs(nn - 1) < 1e-5); /* L2-normalized */
+                const bool fox = !strcmp(cid, "one") || !strcmp(cid, "b64") || (!strcmp(cid, "many") && (i == 1 || i == 4));
+                if (!fox) continue;
+                if (!dim) {
+                    dim = k;
+                    memcpy(ref, v, k * sizeof(float));
+                } else {
+                    assert_int_equal(k, dim);
+                    if (memcmp(ref, v, k * sizeof(float)))
+                        fail_msg("--seqs %d, %s[%zu]: not the same vector as the same text elsewhere", seqs, cid, i);
+                }
+            }
+            json_decref(o);
+        }
+        free(data);
+        assert_int_equal(n, 3);
+        assert_int_equal(dp_file_read_all(errs, 1 << 20, &data, &len, &err), DP_OK);
+        assert_non_null(strstr(data, "\"custom_id\":\"chat\""));
+        assert_non_null(strstr(data, "this batch is /v1/embeddings"));
+        assert_non_null(strstr(data, "body.input must be a string or a list of 1 to 2048 strings"));
+        free(data);
+    }
+    /* docpipe embed prints the same vector (7 decimals) */
+    char *printed = NULL;
+    const int erc = tu_run(&printed, "embed -m '%s' --format array -t 2 'the quick brown fox'", model);
+    if (erc) fail_msg("docpipe embed exited %d: %s", erc, tu_last_stderr());
+    json_t *arr = json_loads(printed, 0, NULL);
+    assert_non_null(arr);
+    json_t *v0 = json_array_get(arr, 0);
+    assert_int_equal(json_array_size(v0), dim);
+    for (size_t j = 0; j < dim; j++) assert_true(fabs(json_real_value(json_array_get(v0, j)) - ref[j]) < 1e-6);
+    json_decref(arr);
+    free(printed);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_results_do_not_depend_on_batching),
@@ -443,6 +564,7 @@ int main(void) {
         cmocka_unit_test(test_batch_enable_thinking_per_request),
         cmocka_unit_test(test_batch_resume),
         cmocka_unit_test(test_batch_message_text_never_becomes_control_tokens),
+        cmocka_unit_test(test_batch_embeddings),
     };
     return cmocka_run_group_tests_name("batch", tests, NULL, NULL);
 }

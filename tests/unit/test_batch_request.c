@@ -92,7 +92,30 @@ static void test_refusals_name_line_and_field(void **state) {
     refused("{\"custom_id\": 5, \"url\": \"/v1/completions\", \"body\": {\"prompt\": \"x\"}}", "", "custom_id", NULL);
     refused("{\"custom_id\": \"q\", \"method\": \"GET\", \"url\": \"/v1/completions\", \"body\": {}}", "q", "method",
             "\"GET\"", NULL);
-    refused("{\"custom_id\": \"q\", \"url\": \"/v1/embeddings\", \"body\": {}}", "q", "url", "/v1/embeddings", NULL);
+    refused("{\"custom_id\": \"q\", \"url\": \"/v1/images\", \"body\": {}}", "q", "url", "/v1/embeddings", NULL);
+    /* /v1/embeddings: input a non-empty string or list of them, float or base64, no dimensions */
+    refused("{\"custom_id\": \"q\", \"url\": \"/v1/embeddings\", \"body\": {}}", "q", "body.input", NULL);
+    refused("{\"custom_id\": \"q\", \"url\": \"/v1/embeddings\", \"body\": {\"input\": [\"a\", \"\"]}}", "q",
+            "body.input[1]", "non-empty", NULL);
+    refused("{\"custom_id\": \"q\", \"url\": \"/v1/embeddings\", \"body\": {\"input\": [[1, 2]]}}", "q",
+            "token id lists", NULL);
+    refused("{\"custom_id\": \"q\", \"url\": \"/v1/embeddings\", \"body\": {\"input\": \"a\", \"encoding_format\": "
+            "\"int8\"}}", "q", "encoding_format", NULL);
+    refused("{\"custom_id\": \"q\", \"url\": \"/v1/embeddings\", \"body\": {\"input\": \"a\", \"dimensions\": 8}}",
+            "q", "dimensions", NULL);
+    {
+        pl_batch_req r;
+        dp_err err = {0};
+        assert_int_equal(parse("{\"custom_id\": \"e\", \"url\": \"/v1/embeddings\", \"body\": {\"input\": [\"a\", "
+                               "\"b c\"], \"model\": \"m\", \"encoding_format\": \"base64\", \"user\": \"u\"}}",
+                               &r, &err),
+                         DP_OK);
+        assert_true(r.embed && r.base64);
+        assert_int_equal(r.n_inputs, 2);
+        assert_string_equal(r.inputs[1], "b c");
+        assert_string_equal(r.model, "m");
+        pl_batch_req_free(&r);
+    }
     refused("{\"custom_id\": \"q\", \"url\": \"/v1/completions\"}", "q", "body must be an object", NULL);
     refused(CHAT "{}}", "r1", "body.messages", "nothing", NULL);
     refused(CHAT "{\"messages\": []}}", "r1", "body.messages", "an empty list", NULL);
