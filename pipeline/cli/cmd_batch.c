@@ -216,6 +216,21 @@ static dp_status shared_head(const eng_model *m, pl_sched *sch, const char *data
 }
 
 
+/* A successful request's line: {id, custom_id, response, error: null}; takes resp, frees r. */
+static void write_response(batch_run *br, req *r, json_t *resp) {
+    char id[64];
+    batch_id(br, id);
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(id));
+    json_object_set_new(o, "custom_id", json_string(r->b.custom_id));
+    json_object_set_new(o, "response", resp);
+    json_object_set_new(o, "error", json_null());
+    const int e = write_line(br->out, o);
+    if (e && !br->werr) br->werr = e, br->werr_file = br->out_path;
+    br->n_ok += !e;
+    req_free(r);
+}
+
 static void write_result(void *cb, const pl_gen_out *g) {
     batch_run *br = cb;
     req *r = g->user;
@@ -230,20 +245,9 @@ static void write_result(void *cb, const pl_gen_out *g) {
         req_free(r);
         return;
     }
-    char id[64];
-    batch_id(br, id);
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(id));
-    json_object_set_new(o, "custom_id", json_string(r->b.custom_id));
     pl_completion c = {r->b.custom_id, r->b.model ? r->b.model : br->model, br->fingerprint, r->b.chat, g->text,
                        g->len, g->finish, g->n_prompt, g->n_gen, dp_time_wall()};
-    json_t *resp = pl_completion_response(&c);
-    json_object_set_new(o, "response", resp);
-    json_object_set_new(o, "error", json_null());
-    const int e = write_line(br->out, o);
-    if (e && !br->werr) br->werr = e, br->werr_file = br->out_path;
-    br->n_ok += !e;
-    req_free(r);
+    write_response(br, r, pl_completion_response(&c));
 }
 
 /* The endpoint of the batch: the first line that reads as a request decides, as a Batch API batch
@@ -377,19 +381,8 @@ static dp_status embed_batch(eng_model *m, eng_context *c, batch_run *br, const 
                 fly[w++] = r;
                 continue;
             }
-            char id[64];
-            batch_id(br, id);
-            json_t *o = json_object();
-            json_object_set_new(o, "id", json_string(id));
-            json_object_set_new(o, "custom_id", json_string(r->b.custom_id));
-            json_object_set_new(o, "response", pl_embedding_response(r->b.custom_id, r->b.model ? r->b.model : br->model,
-                                                                     r->vecs, r->b.n_inputs, E, r->b.base64,
-                                                                     r->n_tokens, dp_time_wall()));
-            json_object_set_new(o, "error", json_null());
-            const int e = write_line(br->out, o);
-            if (e && !br->werr) br->werr = e, br->werr_file = br->out_path;
-            br->n_ok += !e;
-            req_free(r);
+            write_response(br, r, pl_embedding_response(r->b.custom_id, r->b.model ? r->b.model : br->model, r->vecs,
+                                                         r->b.n_inputs, E, r->b.base64, r->n_tokens, dp_time_wall()));
         }
         n_fly = w;
     }
