@@ -17,8 +17,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!r.custom_id) __builtin_trap(); /* the error record names it, "" at least */
     if (st == DP_EINVAL && strncmp(err.msg, "line 3", 6)) __builtin_trap();
     if (st == DP_OK) {
-        if (r.max_tokens < 1 || r.max_tokens > 512 || !(r.sp.temp >= 0) || (r.chat ? !r.n_msgs : !r.prompt))
+        if (r.embed ? !r.n_inputs : r.max_tokens < 1 || r.max_tokens > 512 || !(r.sp.temp >= 0) ||
+                                        (r.chat ? !r.n_msgs : !r.prompt))
             __builtin_trap();
+        for (size_t i = 0; i < r.n_inputs; i++) /* an embedding input is a non-empty string */
+            if (!r.inputs[i] || !r.inputs[i][0]) __builtin_trap();
         for (size_t i = 0; i < r.n_msgs; i++)
             if (!r.msgs[i].role || !r.msgs[i].content) __builtin_trap();
         for (size_t i = 0; i < r.n_stop; i++)
