@@ -1,5 +1,6 @@
 /*
- * cmd_bench.c - `docpipe bench -m MODEL [-t N] [-p 512] [-n 64] [--seqs 1,4,16] [--pps] [-r 2] [--json]`.
+ * cmd_bench.c - `docpipe bench -m MODEL [-t N] [-p 512] [-n 64] [-d 0] [--seqs 1,4,16] [--pps] [-r 2]
+ *               [--json]`.
  *
  * Measures what llama-bench / llama-batched-bench measure, on random tokens: prompt
  * processing (pp: one prompt of -p tokens in one decode call) and generation (tg: -n steps of
@@ -8,7 +9,9 @@
  * Generation starts from an empty context (as llama-bench's tg), or with --pps after the -p
  * prompt, decoded once (untimed) and shared by every sequence, as llama-batched-bench -pps
  * measures it: KV blocks shared by reference, a qwen35 recurrent state copied.
- * The best of -r repetitions is kept.
+ * With -d N every test starts at depth N, as llama-bench -d defines it: N prompt tokens already in
+ * the cache before the timed part (decoded once, untimed, in a sequence of its own that each test
+ * copies: KV blocks by reference). The best of -r repetitions is kept.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +27,7 @@
 
 int pl_cmd_bench(int argc, char **argv) {
     const char *model = NULL, *seqs_arg = "1";
-    uint32_t threads = 0, n_p = 512, n_g = 64, reps = 2;
+    uint32_t threads = 0, n_p = 512, n_g = 64, reps = 2, depth = 0;
     int device = DP_DEVICE_AUTO;
     bool json = false, exact = false, pps = false;
     for (int i = 1; i < argc; i++) {
@@ -35,6 +38,7 @@ int pl_cmd_bench(int argc, char **argv) {
         else if (!strcmp(o, "-p")) ok = pl_parse_u32(o, v, 0, 1u << 20, &n_p);
         else if (!strcmp(o, "-n")) ok = pl_parse_u32(o, v, 0, 1u << 20, &n_g);
         else if (!strcmp(o, "-r")) ok = pl_parse_u32(o, v, 1, 100, &reps);
+        else if (!strcmp(o, "-d") || !strcmp(o, "--depth")) ok = pl_parse_u32(o, v, 0, 1u << 22, &depth);
         else if (!strcmp(o, "--seqs")) ok = (seqs_arg = v) != NULL;
         else if (!strcmp(o, "--device")) ok = pl_parse_device(v, &device);
         else {
@@ -73,8 +77,8 @@ int pl_cmd_bench(int argc, char **argv) {
         return PL_EXIT_CONFIG;
     }
     eng_context_params cp = eng_context_default_params();
-    cp.n_ctx = n_p + n_g + 16;
-    cp.n_seq_max = max_seq;
+    cp.n_ctx = depth + n_p + n_g + 16;
+    cp.n_seq_max = max_seq + (depth ? 1 : 0); /* + the sequence that holds the depth */
     cp.n_threads = (int)threads;
     cp.n_ubatch = 512;
     cp.device = (dp_device)device;
@@ -85,19 +89,28 @@ int pl_cmd_bench(int argc, char **argv) {
         return PL_EXIT_CONFIG;
     }
     const int32_t V = (int32_t)eng_tokenizer_n_vocab(eng_model_get_tokenizer(m));
-    int32_t *tok = malloc((size_t)(n_p > max_seq ? n_p : max_seq) * 3 * sizeof(int32_t) + 16);
-    uint64_t s = 1234567;
-    for (uint32_t i = 0; i < (n_p > max_seq ? n_p : max_seq); i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        tok[i] = (int32_t)((s >> 33) % (uint64_t)(V > 1000 ? V - 1000 : V));
+    /* random tokens: the depth's, then the prompt's */
+    const size_t n_tok = (size_t)depth + (n_p > max_seq ? n_p : max_seq);
+    int32_t *all = malloc(n_tok * sizeof(int32_t) + 16), *tok = all ? all + depth : NULL;
+    if (!all) {
+        dp_err_set(&err, DP_ENOMEM, "out of memory");
+        goto fail;
     }
+    uint64_t s = 1234567;
+    for (size_t i = 0; i < n_tok; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        all[i] = (int32_t)((s >> 33) % (uint64_t)(V > 1000 ? V - 1000 : V));
+    }
+    const int32_t H = (int32_t)max_seq; /* the depth's sequence */
+    if (depth && eng_decode_sequence(c, H, all, (int32_t)depth, 0, &err)) goto fail;
     double pp = 0, tg[16] = {0};
     int rc = PL_EXIT_OK;
     for (uint32_t r = 0; r < reps; r++) {
         if (n_p) {
             eng_seq_clear(c, 0);
+            if (depth) eng_seq_copy(c, H, 0);
             uint64_t t0 = dp_time_ns();
-            if (eng_decode_sequence(c, 0, tok, (int32_t)n_p, 0, &err)) goto fail;
+            if (eng_decode_sequence(c, 0, tok, (int32_t)n_p, (int32_t)depth, &err)) goto fail;
             double v = n_p / ((double)(dp_time_ns() - t0) / 1e9);
             if (v > pp) pp = v;
         }
@@ -107,8 +120,9 @@ int pl_cmd_bench(int argc, char **argv) {
             int8_t *want = malloc(B);
             int32_t *ps = tk + B, *sq = ps + B;
             for (uint32_t q = 0; q < B; q++) eng_seq_clear(c, (int32_t)q);
-            const int32_t start = pps ? (int32_t)n_p : 0;
-            if (start && eng_decode_sequence(c, 0, tok, start, 0, &err)) {
+            if (depth) eng_seq_copy(c, H, 0);
+            const int32_t start = (int32_t)depth + (pps ? (int32_t)n_p : 0);
+            if (pps && n_p && eng_decode_sequence(c, 0, tok, (int32_t)n_p, (int32_t)depth, &err)) {
                 free(tk);
                 free(want);
                 goto fail;
@@ -142,29 +156,35 @@ int pl_cmd_bench(int argc, char **argv) {
     const eng_model_info *in = eng_model_get_info(m);
     if (json) {
         printf("{\"model\": \"%s\", \"architecture\": \"%s\", \"backend\": \"%s\", \"threads\": %d, "
-               "\"n_prompt\": %u, \"n_gen\": %u, \"pp_tok_s\": %.3f, \"tg_tok_s\": %.3f, \"tg_by_seqs\": {",
+               "\"n_prompt\": %u, \"n_gen\": %u, \"n_depth\": %u, \"pp_tok_s\": %.3f, \"tg_tok_s\": %.3f, "
+               "\"tg_by_seqs\": {",
                model, in->arch_name, eng_context_backend_name(c), cp.n_threads ? cp.n_threads : dp_cpu_count(), n_p,
-               n_g, pp, tg[0]);
+               n_g, depth, pp, tg[0]);
         for (int k = 0; k < n_seqs; k++) printf("%s\"%u\": %.3f", k ? ", " : "", seqs[k], tg[k]);
         printf("}}\n");
     } else {
         printf("model     %s (%s, %.2f GiB of weights)\nbackend   %s\n", model, in->arch_name,
                (double)in->weight_bytes / (1 << 30), eng_context_backend_name(c));
-        printf("pp%-5u   %10.2f tok/s\n", n_p, pp);
+        char at[32] = "", label[64];
+        if (depth) snprintf(at, sizeof(at), " @ d%u", depth);
+        snprintf(label, sizeof(label), "pp%u%s", n_p, at);
+        printf("%-16s %10.2f tok/s\n", label, pp);
+        snprintf(label, sizeof(label), "tg%u%s", n_g, at);
         for (int k = 0; k < n_seqs; k++)
-            printf("tg%-5u   %10.2f tok/s aggregate with %u sequence%s\n", n_g, tg[k], seqs[k], seqs[k] > 1 ? "s" : "");
+            printf("%-16s %10.2f tok/s aggregate with %u sequence%s\n", label, tg[k], seqs[k], seqs[k] > 1 ? "s" : "");
     }
     goto done;
 fail:
     fprintf(stderr, "docpipe bench: %s\n", dp_err_msg(&err));
     rc = PL_EXIT_CONFIG;
 done:
-    free(tok);
+    free(all);
     eng_context_free(c);
     eng_model_free(m);
     return rc;
 usage:
-    fprintf(stderr, "usage: docpipe bench -m MODEL.gguf [-t N] [-p 512] [-n 64] [--seqs 1,4,16] [--pps] [-r 2] [--json]\n"
+    fprintf(stderr, "usage: docpipe bench -m MODEL.gguf [-t N] [-p 512] [-n 64] [-d 0] [--seqs 1,4,16] [--pps] [-r 2] "
+                    "[--json]\n"
                     "                    [--exact] [--device cpu|cuda|auto]\n");
     return PL_EXIT_USAGE;
 }

@@ -298,8 +298,9 @@ static void test_make_test_model_quantize_inspect_chain(void **state) {
     /* bench: one figure per batch size; --pps generates after a 300-token prompt shared by all
      * sequences (one full block by reference, the partly filled one copied by all but the last) */
     q = tu_tmp("chain-q4km.gguf"); /* tu_tmp's buffer was reused above */
-    for (int pps = 0; pps < 2; pps++) {
-        const int rc = tu_run(&out, "bench -m '%s' -t 2 -p 300 -n 4 --seqs 1,4 -r 1 --json%s", q, pps ? " --pps" : "");
+    for (int pps = 0; pps < 3; pps++) { /* 2: at a depth of 600 tokens (llama-bench -d), with --pps */
+        const int rc = tu_run(&out, "bench -m '%s' -t 2 -p 300 -n 4 --seqs 1,4 -r 1 --json%s", q,
+                              pps == 2 ? " --pps -d 600" : pps ? " --pps" : "");
         if (rc) fail_msg("bench%s: exit %d: %s", pps ? " --pps" : "", rc, tu_last_stderr());
         o = json_loads(out, 0, &je);
         if (!o) fail_msg("bench%s: stdout is not one JSON object: %s", pps ? " --pps" : "", out);
@@ -307,6 +308,7 @@ static void test_make_test_model_quantize_inspect_chain(void **state) {
         assert_true(json_real_value(json_object_get(by, "1")) > 0);
         assert_true(json_real_value(json_object_get(by, "4")) > 0);
         assert_true(json_real_value(json_object_get(o, "pp_tok_s")) > 0);
+        assert_int_equal(json_integer_value(json_object_get(o, "n_depth")), pps == 2 ? 600 : 0);
         json_decref(o);
         free(out);
     }
