@@ -50,7 +50,7 @@ static void request_id(const char *custom_id, int64_t created, char out[40]) {
     snprintf(out, 40, "req_%s", rid);
 }
 
-static void base64_encode(const uint8_t *p, size_t n, char *out) {
+void pl_base64(const uint8_t *p, size_t n, char *out) {
     static const char k[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     size_t o = 0;
     for (size_t i = 0; i < n; i += 3) {
@@ -80,7 +80,7 @@ json_t *pl_embedding_response(const char *custom_id, const char *model, const fl
                 le[4 * k] = (uint8_t)u, le[4 * k + 1] = (uint8_t)(u >> 8), le[4 * k + 2] = (uint8_t)(u >> 16),
                 le[4 * k + 3] = (uint8_t)(u >> 24);
             }
-            base64_encode(le, dim * 4, b64);
+            pl_base64(le, dim * 4, b64);
             e = json_string(b64);
         } else {
             e = json_array();

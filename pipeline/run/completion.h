@@ -32,6 +32,9 @@ json_t *pl_completion_response(const pl_completion *c);
 json_t *pl_embedding_response(const char *custom_id, const char *model, const float *vecs, size_t n, size_t dim,
                               bool base64, int32_t n_tokens, int64_t created);
 
+/* Standard base64 (RFC 4648, padded) of n bytes into out, which holds 4 * ((n + 2) / 3) + 1. */
+void pl_base64(const uint8_t *p, size_t n, char *out);
+
 /* "fp_" and 12 hex digits of a hash of the model's identity (its sha256 where known, else its
  * name, size and type) and of the docpipe version: what changes answers changes it. */
 void pl_system_fingerprint(const char *model_identity, char out[20]);

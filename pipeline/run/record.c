@@ -29,22 +29,12 @@ static json_t *text_value(const char *s, size_t n) {
     return v ? v : json_string("");
 }
 
-/* Standard base64 (RFC 4648, padded). */
+/* The bytes of s as base64. */
 static json_t *base64_value(const char *s) {
-    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    const uint8_t *p = (const uint8_t *)s;
     const size_t n = strlen(s);
     char *o = malloc(4 * ((n + 2) / 3) + 1);
     if (!o) return json_string("");
-    size_t k = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        const uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
-        o[k++] = a[v >> 18 & 63];
-        o[k++] = a[v >> 12 & 63];
-        o[k++] = i + 1 < n ? a[v >> 6 & 63] : '=';
-        o[k++] = i + 2 < n ? a[v & 63] : '=';
-    }
-    o[k] = 0;
+    pl_base64((const uint8_t *)s, n, o);
     json_t *j = json_string(o);
     free(o);
     return j;
