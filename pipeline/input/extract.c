@@ -153,8 +153,10 @@ int pl_put_entity(const char *s, size_t n, dp_buf *o) {
     return (int)semi + 1;
 }
 
-void pl_html_to_text(const char *s, size_t n, dp_buf *o) {
+void pl_html_to_text(const char *s, size_t n, dp_buf *o, pl_headings *h) {
     int skip = 0; /* inside <script> or <style> */
+    int h_level = 0;           /* inside <hN> */
+    size_t h_at = SIZE_MAX;    /* where its text starts in o */
     int pending_nl = 0, pending_space = 0;
     for (size_t i = 0; i < n;) {
         char c = s[i];
@@ -176,6 +178,12 @@ void pl_html_to_text(const char *s, size_t n, dp_buf *o) {
             const char *gt = memchr(s + i, '>', n - i);
             i = gt ? (size_t)(gt - s) + 1 : n;
             if (!strcmp(name, "script") || !strcmp(name, "style")) skip = !closing;
+            if (h && name[0] == 'h' && name[1] >= '1' && name[1] <= '6' && !name[2]) {
+                if (!closing) h_level = name[1] - '0', h_at = SIZE_MAX;
+                else if (h_level && h_at != SIZE_MAX && o->len > h_at)
+                    pl_headings_add(h, h_at, h_at, o->len - h_at, h_level);
+                if (closing) h_level = 0;
+            }
             for (const char *const *b = k_block; *b; b++)
                 if (!strcmp(name, *b)) pending_nl = 1;
             continue;
@@ -196,6 +204,7 @@ void pl_html_to_text(const char *s, size_t n, dp_buf *o) {
             dp_buf_append(o, " ", 1);
         }
         pending_nl = pending_space = 0;
+        if (h_level && h_at == SIZE_MAX) h_at = o->len;
         if (c == '&') {
             int used = pl_put_entity(s + i + 1, n - i - 1, o);
             if (used) {
@@ -384,11 +393,18 @@ pl_doc_error pl_extract_text(const char *name, const uint8_t *data, size_t len, 
     if (html) {
         dp_buf h;
         dp_buf_init(&h, max);
-        pl_html_to_text((const char *)text.data, text.len, &h);
+        pl_html_to_text((const char *)text.data, text.len, &h, &out->headings);
         dp_buf_free(&text);
         text = h;
     }
     if (!text.data) dp_buf_append(&text, "", 0); /* an empty document is "", never NULL */
+    if (ext_is(e, (const char *const[]){"md", "markdown", NULL}) &&
+        pl_headings_markdown((const char *)text.data, text.len, &out->headings)) {
+        dp_buf_free(&text);
+        pl_headings_free(&out->headings);
+        dp_err_set(err, DP_ENOMEM, "out of memory");
+        return PL_DOC_UNREADABLE;
+    }
     out->text = (char *)text.data;
     out->len = text.len;
     out->n_replaced = bad;
@@ -400,6 +416,7 @@ pl_doc_error pl_extract_text(const char *name, const uint8_t *data, size_t len, 
 void pl_doc_text_free(pl_doc_text *t) {
     if (!t) return;
     free(t->text);
+    pl_headings_free(&t->headings);
     memset(t, 0, sizeof(*t));
 }
 

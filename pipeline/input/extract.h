@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "headings.h"
 #include "status.h"
 
 typedef enum pl_doc_error {
@@ -35,6 +36,7 @@ typedef struct pl_doc_text {
     size_t len;
     size_t n_replaced;    /* invalid sequences replaced by U+FFFD */
     const char *format;   /* "text", "html", "gz+text", ... (static) */
+    pl_headings headings; /* of Markdown (.md, .markdown) and HTML documents */
 } pl_doc_text;
 
 /* The record code of an error ("binary_file", ...). */

@@ -13,8 +13,9 @@
 
 /* An entity after '&' (s, n bytes available) into o; bytes consumed after '&', 0 if none. */
 int pl_put_entity(const char *s, size_t n, dp_buf *o);
-/* HTML to text: tags, scripts and styles dropped, entities decoded, blocks become lines. */
-void pl_html_to_text(const char *s, size_t n, dp_buf *o);
+/* HTML to text: tags, scripts and styles dropped, entities decoded, blocks become lines;
+ * h (optional) gets the <h1>..<h6> titles. */
+void pl_html_to_text(const char *s, size_t n, dp_buf *o, pl_headings *h);
 /* The text of an office document (e: its extension: docx, pptx, xlsx, odt, epub) into *text
  * (dp_buf_free it), its format name into *format. */
 pl_doc_error pl_extract_office(const char *e, const uint8_t *data, size_t len, size_t max, dp_buf *text,

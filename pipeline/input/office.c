@@ -378,7 +378,7 @@ static pl_doc_error epub_text(const uint8_t *d, size_t n, size_t max, dp_buf *te
         if (page.data && !memchr(page.data, 0, page.len)) {
             dp_buf ch; /* each chapter on its own, then a blank line between chapters */
             dp_buf_init(&ch, max);
-            pl_html_to_text((const char *)page.data, page.len, &ch);
+            pl_html_to_text((const char *)page.data, page.len, &ch, NULL);
             if (ch.len) {
                 if (chapters) dp_buf_append(text, "\n\n", 2);
                 dp_buf_append(text, ch.data, ch.len);

@@ -59,6 +59,20 @@ static json_t *meta(const pl_run *r, const pl_unit *u, const pl_result *res) {
             json_object_set_new(m, "page_end", json_integer(pl));
         }
         if (u->n_pages) json_object_set_new(m, "pages", json_integer(u->n_pages));
+        const pl_span *sp = &res->span;
+        if (!res->level && sp->text) { /* the chunk, so the record stands on its own */
+            json_object_set_new(m, "byte_start", json_integer((json_int_t)sp->byte_start));
+            json_object_set_new(m, "byte_end", json_integer((json_int_t)sp->byte_end));
+            json_object_set_new(m, "line_start", json_integer(sp->line_start));
+            json_object_set_new(m, "line_end", json_integer(sp->line_end));
+            json_t *hp = json_array();
+            const char *h = sp->headings;
+            for (int32_t i = 0; i < sp->n_headings; i++, h += strlen(h) + 1)
+                json_array_append_new(hp, text_value(h, strlen(h)));
+            json_object_set_new(m, "heading_path", hp);
+            json_object_set_new(m, "chunk_tokens", json_integer(sp->n_tokens));
+            json_object_set_new(m, "text", text_value(sp->text, sp->len));
+        }
     } else {
         json_object_set_new(m, "stage", json_string(u->err_stage ? u->err_stage : "read"));
     }

@@ -52,6 +52,7 @@ void pl_unit_free(pl_run *r, pl_unit *u) {
     for (size_t i = 0; i < u->n_res; i++) {
         free(u->res[i].text);
         free(u->res[i].err_msg);
+        pl_span_free(&u->res[i].span);
     }
     free(u->res);
     free(u->err_msg);
@@ -66,7 +67,14 @@ void pl_item_free(void *p) {
     if (!it) return;
     eng_tokens_free(&it->prompt);
     free(it->err_msg);
+    pl_span_free(&it->span);
     free(it);
+}
+
+void pl_span_free(pl_span *s) {
+    free(s->text);
+    free(s->headings);
+    memset(s, 0, sizeof(*s));
 }
 
 void pl_doc_free(void *p) {

@@ -26,6 +26,20 @@
 #include "sink.h"
 #include "state.h"
 
+/* Where a chunk lies in its document: what a per-chunk record carries so that it stands on its
+ * own (docs/output.md). */
+typedef struct pl_span {
+    char *text;                 /* the chunk's text (a copy) */
+    size_t len;
+    uint64_t byte_start, byte_end; /* [start, end) in the decoded text */
+    int32_t line_start, line_end;  /* 1-based, inclusive */
+    int32_t n_tokens;           /* of the text alone */
+    char *headings;             /* heading path: titles, each NUL-terminated, outermost first */
+    int32_t n_headings;
+} pl_span;
+
+void pl_span_free(pl_span *s);
+
 /* One generated (or failed) request of a document. */
 typedef struct pl_result {
     char *text;                 /* generated text (repaired to valid UTF-8 when written) */
@@ -34,6 +48,7 @@ typedef struct pl_result {
     int32_t count;              /* chunks (or groups) at this level */
     int32_t level;              /* 0 = map / chunk, 1.. = reduce level */
     int32_t page_first, page_last; /* pages of a paged document (PDF) this request read; 0: not paged */
+    pl_span span;               /* a chunk's request (level 0): where the chunk lies */
     bool final;                 /* the document's combined answer (map-reduce) */
     int32_t n_prompt, n_gen;
     const char *finish;
@@ -81,6 +96,7 @@ typedef struct pl_item {
     eng_tokens prompt;
     int32_t index, count, level;
     int32_t page_first, page_last; /* see pl_result */
+    pl_span span;               /* see pl_result; handed on to it */
     const char *err_code;       /* a request that cannot run (its error is recorded) */
     char *err_msg;
     uint64_t t_queued;

@@ -59,6 +59,48 @@ static int32_t page_at(const char *text, size_t at) {
     return p;
 }
 
+/* Walks a document's text forward, counting lines (offsets asked in increasing order). */
+typedef struct line_cursor {
+    size_t at;
+    int32_t line;
+} line_cursor;
+
+static int32_t line_at(const char *text, line_cursor *c, size_t at) {
+    if (at < c->at) *c = (line_cursor){0, 1};
+    for (; c->at < at; c->at++) c->line += text[c->at] == '\n';
+    return c->line;
+}
+
+/* The record's view of chunk c: its text, byte and line range, tokens and heading path. */
+static dp_status make_span(const pl_doc *d, const pl_chunk *c, line_cursor *ls, line_cursor *le,
+                           pl_heading_cursor *hc, pl_span *sp) {
+    const char *t = d->text.text;
+    sp->len = c->end - c->start;
+    sp->text = malloc(sp->len + 1);
+    if (!sp->text) return DP_ENOMEM;
+    memcpy(sp->text, t + c->start, sp->len);
+    sp->text[sp->len] = 0;
+    sp->byte_start = c->start, sp->byte_end = c->end;
+    sp->n_tokens = c->n_tokens;
+    /* a chunk ending in a line break ends on the line that break closes */
+    sp->line_start = line_at(t, ls, c->start);
+    sp->line_end = line_at(t, le, c->end > c->start ? c->end - 1 : c->start);
+    size_t path[PL_HEADING_DEPTH], total = 0;
+    const size_t n = pl_headings_path(&d->text.headings, hc, c->start, path);
+    for (size_t i = 0; i < n; i++) total += d->text.headings.v[path[i]].text_len + 1;
+    if (!n) return DP_OK;
+    if (!(sp->headings = malloc(total))) return DP_ENOMEM;
+    char *o = sp->headings;
+    for (size_t i = 0; i < n; i++) {
+        const pl_heading *h = &d->text.headings.v[path[i]];
+        memcpy(o, t + h->text_at, h->text_len);
+        o[h->text_len] = 0;
+        o += h->text_len + 1;
+    }
+    sp->n_headings = (int32_t)n;
+    return DP_OK;
+}
+
 /* false: stop (the run is stopping or failed) */
 static bool chunk_doc(pl_run *r, eng_tok_ws *ws, pl_doc *d) {
     pl_unit *u = d->u;
@@ -113,9 +155,12 @@ static bool chunk_doc(pl_run *r, eng_tok_ws *ws, pl_doc *d) {
         u->n_pages = page_at(d->text.text, end);
     }
     bool ok = true;
+    line_cursor ls = {0, 1}, le = {0, 1};
+    pl_heading_cursor hc = {0};
     for (size_t k = 0; k < ch.n && ok; k++) {
         pl_item *it = calloc(1, sizeof(*it));
-        if (!it) {
+        if (!it || make_span(d, &ch.v[k], &ls, &le, &hc, &it->span)) {
+            pl_item_free(it);
             ok = false;
             break;
         }

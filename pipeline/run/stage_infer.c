@@ -150,6 +150,8 @@ static dp_status request_done(infer *f, pl_item *it, pl_result *res) {
     pl_unit *u = it->u;
     res->index = it->index, res->count = it->count, res->level = it->level;
     res->page_first = it->page_first, res->page_last = it->page_last;
+    res->span = it->span;
+    memset(&it->span, 0, sizeof(it->span));
     dp_status st = add_result(u, res);
     if (st) return st;
     dp_mutex_lock(&f->r->mu);

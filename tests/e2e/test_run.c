@@ -635,6 +635,98 @@ static void test_pdf_documents(void **state) {
     json_decref(e);
 }
 
+/* Per-chunk records stand on their own (issue 36): each carries its text, which is the
+ * document's bytes [byte_start, byte_end); its lines; its token count within chunking.max_tokens;
+ * and the heading path above it: Markdown ATX and setext headings (never a "# comment" inside a
+ * fenced code block), HTML <h1>..<h6>. Expected paths come from where the test put each heading. */
+static void test_chunk_records(void **state) {
+    (void)state;
+    char d[4096], job[4400], path[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("chunkrec"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in'", d), 0);
+    /* sections: [start offset, path]; the text between headings is long enough to need chunks */
+    dp_buf md;
+    dp_buf_init(&md, 1 << 20);
+    struct { size_t at; const char *path; } sec[8];
+    size_t nsec = 0;
+    const char *para = "The service reads its settings at start and again on a reload signal; nothing else changes "
+                       "them while it runs.\n";
+#define SECTION(hd, p)                                 \
+    do {                                               \
+        sec[nsec].at = md.len, sec[nsec++].path = (p); \
+        dp_buf_printf(&md, "%s", hd);                  \
+        for (int i = 0; i < 4; i++) dp_buf_printf(&md, "%s", para); \
+    } while (0)
+    SECTION("# Install\n\n", "Install");
+    SECTION("## Linux ##\n\n", "Install/Linux");
+    dp_buf_printf(&md, "```sh\n# not a heading: a shell comment\nmake install\n```\n\n");
+    for (int i = 0; i < 3; i++) dp_buf_printf(&md, "%s", para);
+    SECTION("### From source\n\n", "Install/Linux/From source");
+    SECTION("Usage\n=====\n\n", "Usage");
+    SECTION("Flags\n-----\n\n", "Usage/Flags");
+#undef SECTION
+    snprintf(path, sizeof(path), "%s/in/guide.md", d);
+    tu_write_file(path, md.data, md.len);
+    const char *html = "<html><body><h1>Handbook</h1><p>Intro paragraph about the handbook.</p>"
+                       "<h2>On call</h2><p>Who answers pages at night, and how fast.</p></body></html>";
+    snprintf(path, sizeof(path), "%s/in/handbook.html", d);
+    tu_write_file(path, html, strlen(html));
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 2\n"
+                  "chunking:\n  mode: per-chunk\n  max_tokens: 48\n  overlap: 8\noutputs:\n  jsonl: out/r.jsonl\n");
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    snprintf(path, sizeof(path), "%s/out/r.jsonl", d);
+    json_t *r = e2e_load_records(path, NULL);
+    const char *cid;
+    json_t *o;
+    size_t n_md = 0, n_html = 0;
+    json_object_foreach(r, cid, o) {
+        json_t *m = json_object_get(o, "meta");
+        const char *src = json_string_value(json_object_get(m, "source_path"));
+        const char *text = json_string_value(json_object_get(m, "text"));
+        const size_t a = (size_t)json_integer_value(json_object_get(m, "byte_start"));
+        const size_t b = (size_t)json_integer_value(json_object_get(m, "byte_end"));
+        const json_int_t tokens = json_integer_value(json_object_get(m, "chunk_tokens"));
+        json_t *hp = json_object_get(m, "heading_path");
+        assert_non_null(text);
+        assert_true(json_is_array(hp));
+        assert_true(tokens > 0 && tokens <= 48);
+        assert_int_equal(strlen(text), b - a);
+        char got[256] = "";
+        for (size_t i = 0; i < json_array_size(hp); i++)
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", i ? "/" : "",
+                     json_string_value(json_array_get(hp, i)));
+        if (!strcmp(src, "in/guide.md")) {
+            n_md++;
+            assert_true(b <= md.len);
+            assert_memory_equal(text, md.data + a, b - a);
+            json_int_t line = 1, line_end;
+            for (size_t i = 0; i < a; i++) line += md.data[i] == '\n';
+            line_end = line;
+            for (size_t i = a; i + 1 < b; i++) line_end += md.data[i] == '\n';
+            assert_int_equal(json_integer_value(json_object_get(m, "line_start")), line);
+            assert_int_equal(json_integer_value(json_object_get(m, "line_end")), line_end);
+            const char *want = "";
+            for (size_t k = 0; k < nsec; k++)
+                if (sec[k].at <= a) want = sec[k].path;
+            if (strcmp(got, want)) fail_msg("%s: chunk at byte %zu has heading path '%s', expected '%s'", cid, a, got, want);
+        } else {
+            n_html++;
+            assert_string_equal(src, "in/handbook.html");
+            /* offsets are into the decoded text */
+            const char *dec = "Handbook\nIntro paragraph about the handbook.\nOn call\nWho answers pages at night, and how fast.";
+            assert_true(b <= strlen(dec));
+            assert_memory_equal(text, dec + a, b - a);
+            const char *want = a >= (size_t)(strstr(dec, "On call") - dec) ? "Handbook/On call" : "Handbook";
+            if (strcmp(got, want)) fail_msg("%s: chunk at byte %zu has heading path '%s', expected '%s'", cid, a, got, want);
+        }
+    }
+    assert_true(n_md >= 5);
+    assert_true(n_html >= 1);
+    dp_buf_free(&md);
+    json_decref(r);
+}
+
 static void test_disk_error_then_resume(void **state) {
     (void)state;
     char d[4096];
@@ -830,6 +922,7 @@ int main(void) {
         cmocka_unit_test(test_command_line_overrides),
         cmocka_unit_test(test_metrics_file),
         cmocka_unit_test(test_pdf_documents),
+        cmocka_unit_test(test_chunk_records),
         cmocka_unit_test(test_log_lines),
         cmocka_unit_test(test_intermediate_file),
         cmocka_unit_test(test_converters),

@@ -276,10 +276,60 @@ static void test_jsonl_lines(void **state) {
     assert_int_equal(pl_extract_jsonl_line(ok, strlen(ok), "text", 4, &t, &err), PL_DOC_TOO_LARGE);
 }
 
+/* Titles of the headings of a Markdown text, "level:title" joined by '|'. */
+static void md_titles(const char *text, char *out, size_t cap) {
+    pl_headings h = {0};
+    assert_int_equal(pl_headings_markdown(text, strlen(text), &h), DP_OK);
+    out[0] = 0;
+    for (size_t i = 0; i < h.n; i++)
+        snprintf(out + strlen(out), cap - strlen(out), "%s%d:%.*s", i ? "|" : "", h.v[i].level,
+                 (int)h.v[i].text_len, text + h.v[i].text_at);
+    pl_headings_free(&h);
+}
+
+static void test_markdown_headings(void **state) {
+    (void)state;
+    char got[512];
+    md_titles("# One\ntext\n## Two ##\n#hashtag\n####### seven\n    # indented code\n", got, sizeof(got));
+    assert_string_equal(got, "1:One|2:Two");
+    md_titles("```sh\n# comment\n```\n~~~\n# still code\n```\n~~~~\n# Out\n", got, sizeof(got));
+    assert_string_equal(got, "1:Out");
+    md_titles("Title\n=====\n\n- item\n---\n\nSub  \n---\n# C# and F# #\n#\n", got, sizeof(got));
+    assert_string_equal(got, "1:Title|2:Sub|1:C# and F#|1:");
+    md_titles("unclosed\n```\n# never\n", got, sizeof(got));
+    assert_string_equal(got, "");
+    /* paths: a deeper heading nests, a shallower one closes the deeper ones, levels may skip */
+    const char *doc = "# A\nx\n### C\ny\n## B\nz\n# D\n";
+    pl_headings h = {0};
+    assert_int_equal(pl_headings_markdown(doc, strlen(doc), &h), DP_OK);
+    pl_heading_cursor c = {0};
+    size_t p[PL_HEADING_DEPTH];
+    assert_int_equal(pl_headings_path(&h, &c, 0, p), 1);
+    assert_int_equal(pl_headings_path(&h, &c, (size_t)(strstr(doc, "y") - doc), p), 2);
+    assert_int_equal(h.v[p[1]].level, 3);
+    assert_int_equal(pl_headings_path(&h, &c, (size_t)(strstr(doc, "z") - doc), p), 2);
+    assert_int_equal(h.v[p[1]].level, 2);
+    assert_int_equal(pl_headings_path(&h, &c, strlen(doc), p), 1);
+    assert_int_equal(h.v[p[0]].at, (size_t)(strstr(doc, "# D") - doc));
+    assert_int_equal(pl_headings_path(&h, &c, 1, p), 1); /* backwards: the cursor starts over */
+    assert_int_equal(p[0], 0);
+    pl_headings_free(&h);
+    /* HTML: <h1>..<h6> recorded at their offsets in the text */
+    pl_doc_text t;
+    dp_err err = {0};
+    const char *html = "<h1>Top</h1><p>a</p><h3> Deep &amp; low </h3><p>b</p>";
+    assert_int_equal(pl_extract_text("x.html", (const uint8_t *)html, strlen(html), 1 << 20, &t, &err), PL_DOC_OK);
+    assert_int_equal(t.headings.n, 2);
+    assert_memory_equal(t.text + t.headings.v[1].text_at, "Deep & low", t.headings.v[1].text_len);
+    assert_int_equal(t.headings.v[1].level, 3);
+    pl_doc_text_free(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_encodings),
         cmocka_unit_test(test_html_to_text),
+        cmocka_unit_test(test_markdown_headings),
         cmocka_unit_test(test_gzip_members_and_bombs),
         cmocka_unit_test(test_docx_paragraphs),
         cmocka_unit_test(test_office_formats),
