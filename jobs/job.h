@@ -18,6 +18,12 @@
 
 typedef enum job_chunk_mode { JOB_CHUNK_MAP_REDUCE = 0, JOB_CHUNK_PER_CHUNK = 1 } job_chunk_mode;
 
+/* What the job does with each chunk: generate text from a prompt, or embed the chunk. */
+typedef enum job_task { JOB_TASK_GENERATE = 0, JOB_TASK_EMBED = 1 } job_task;
+
+/* embedding.pooling; AUTO: what the model file names (last token when it names none). */
+typedef enum job_pooling { JOB_POOL_AUTO = 0, JOB_POOL_MEAN, JOB_POOL_CLS, JOB_POOL_LAST } job_pooling;
+
 typedef struct job_input {
     char *path;              /* folder, resolved */
     char **include;          /* globs ("**" crosses folders) */
@@ -33,6 +39,7 @@ typedef struct job_input {
 
 typedef struct job_spec {
     char *file;              /* the job file as given */
+    job_task task;
     char *dir;               /* its folder: relative paths resolve against it */
     struct {
         char *path;
@@ -55,6 +62,11 @@ typedef struct job_spec {
         double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
         bool thinking;
     } generation;
+    struct {                 /* task: embed */
+        job_pooling pooling;
+        char *instruction;   /* (optional) chunks become "Instruct: {instruction}\nQuery: {chunk}" */
+        bool normalize;      /* L2, default true */
+    } embedding;
     struct {
         int64_t max_tokens;  /* 0 = what the context allows */
         int64_t overlap;

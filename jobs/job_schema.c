@@ -73,11 +73,15 @@ static const field k_fields[] = {
     {"outputs", "per_document_dir", F_PATH, S(outputs.per_document_dir), false, NULL, 0, 0, NULL},
     {"outputs", "metrics", F_PATH, S(outputs.metrics), false, NULL, 0, 0, NULL},
     {"outputs", "intermediate", F_PATH, S(outputs.intermediate), false, NULL, 0, 0, NULL},
+    {"embedding", "pooling", F_ENUM, S(embedding.pooling), false, "auto", 0, 0, "auto|mean|cls|last"},
+    {"embedding", "instruction", F_STR, S(embedding.instruction), false, NULL, 0, 0, NULL},
+    {"embedding", "normalize", F_BOOL, S(embedding.normalize), false, "true", 0, 0, NULL},
+    {"", "task", F_ENUM, S(task), false, "generate", 0, 0, "generate|embed"},
     {"", "state_dir", F_PATH, S(state_dir), false, "state", 0, 0, NULL},
 };
 #define N_FIELDS (sizeof(k_fields) / sizeof(k_fields[0]))
-static const char *const k_sections[] = {"model",    "inputs",  "prompts",   "generation",
-                                         "chunking", "outputs", "state_dir", "converters"};
+static const char *const k_sections[] = {"task",     "model",   "inputs",    "prompts",    "generation",
+                                         "embedding", "chunking", "outputs", "state_dir", "converters"};
 
 static const char *const k_vars[] = {"content", "path", "filename", "ext", "chunk_index", "chunk_count", "date",
                                      "doc_sha256"};
@@ -271,7 +275,8 @@ static dp_status set_field(ctx *c, const field *f, const job_node *n, uint8_t *b
     if (n->kind != JOB_NODE_SCALAR)
         return fail(c, n, "%s%s%s must be a value, not %s", f->section, f->section[0] ? "." : "", f->key, kind_name(n));
     const char *t = n->text;
-    const char *path_name = f->section[0] ? f->section : "";
+    char full[96]; /* "generation.top_k", or "task" at the top level */
+    snprintf(full, sizeof(full), "%s%s%s", f->section, f->section[0] ? "." : "", f->key);
     switch (f->type) {
     case F_STR:
     case F_TEMPLATE:
@@ -282,13 +287,13 @@ static dp_status set_field(ctx *c, const field *f, const job_node *n, uint8_t *b
         *(char **)dst = dupstr(t, n->len);
         return DP_OK;
     case F_PATH:
-        if (!n->len) return fail(c, n, "%s.%s: an empty path", path_name, f->key);
+        if (!n->len) return fail(c, n, "%s: an empty path", full);
         *(char **)dst = resolve(c, t);
         return DP_OK;
     case F_BOOL:
         if (!strcmp(t, "true") || !strcmp(t, "yes")) *(bool *)dst = true;
         else if (!strcmp(t, "false") || !strcmp(t, "no")) *(bool *)dst = false;
-        else return fail(c, n, "%s.%s is '%s' but must be true or false", path_name, f->key, t);
+        else return fail(c, n, "%s is '%s' but must be true or false", full, t);
         return DP_OK;
     case F_ENUM: {
         int idx = 0;
@@ -301,7 +306,7 @@ static dp_status set_field(ctx *c, const field *f, const job_node *n, uint8_t *b
             }
             e += l + (bar ? 1 : 0);
         }
-        return fail(c, n, "%s.%s is '%s' but must be one of %s", path_name, f->key, t, f->enums);
+        return fail(c, n, "%s is '%s' but must be one of %s", full, t, f->enums);
     }
     case F_INT:
     case F_SIZE:
@@ -310,18 +315,17 @@ static dp_status set_field(ctx *c, const field *f, const job_node *n, uint8_t *b
         char *end = NULL;
         if (f->type == F_SIZE) {
             if (!parse_size(t, &v))
-                return fail(c, n, "%s.%s is '%s' but must be a size such as 4096, 64KiB, 100MB or 1GiB", path_name,
-                            f->key, t);
+                return fail(c, n, "%s is '%s' but must be a size such as 4096, 64KiB, 100MB or 1GiB", full, t);
         } else {
             errno = 0;
             v = strtod(t, &end);
             if (!n->len || end == t || *end || errno || isnan(v))
-                return fail(c, n, "%s.%s is '%s' but must be a number", path_name, f->key, t);
+                return fail(c, n, "%s is '%s' but must be a number", full, t);
             if (f->type == F_INT && v != floor(v))
-                return fail(c, n, "%s.%s is %s but must be a whole number", path_name, f->key, t);
+                return fail(c, n, "%s is %s but must be a whole number", full, t);
         }
         if (v < f->min || v > f->max)
-            return fail(c, n, "%s.%s is %s but must be in [%g, %g]", path_name, f->key, t, f->min, f->max);
+            return fail(c, n, "%s is %s but must be in [%g, %g]", full, t, f->min, f->max);
         if (f->type == F_FLOAT) *(double *)dst = v;
         else *(int64_t *)dst = (int64_t)v;
         return DP_OK;
@@ -379,6 +383,32 @@ static dp_status apply_section(ctx *c, const char *section, const job_node *m, c
         if (st && st != DP_EFORMAT) return st; /* out of memory: nothing more to say */
     }
     return c->n_errors > errors_before ? DP_EFORMAT : DP_OK;
+}
+
+/* The defaults of a section that does not apply to the job's task (nothing is required). */
+static void apply_defaults(ctx *c, const char *section, uint8_t *base) {
+    for (size_t f = 0; f < N_FIELDS; f++) {
+        const field *fd = &k_fields[f];
+        if (strcmp(fd->section, section) || !fd->def) continue;
+        job_node dn = {JOB_NODE_SCALAR, 1, 1, (char *)fd->def, strlen(fd->def), true, NULL, 0};
+        set_field(c, fd, &dn, base, true);
+    }
+}
+
+static const job_node *map_get(const job_node *m, const char *key);
+
+/* A top-level key with a scalar value (task, state_dir); absent or null: its default. */
+static dp_status apply_top(ctx *c, const job_node *root, const char *name, job_spec *j) {
+    const field *fd = NULL;
+    for (size_t f = 0; f < N_FIELDS && !fd; f++)
+        if (!k_fields[f].section[0] && !strcmp(k_fields[f].key, name)) fd = &k_fields[f];
+    const job_node *v = map_get(root, name);
+    if (v && !(v->kind == JOB_NODE_SCALAR && v->plain && (!strcmp(v->text, "null") || !strcmp(v->text, "~") || !v->len)))
+        return set_field(c, fd, v, (uint8_t *)j, false);
+    if (!fd->def) return DP_OK;
+    job_node dn = {JOB_NODE_SCALAR, v ? v->line : root->line, v ? v->col : root->col, (char *)fd->def,
+                   strlen(fd->def), true, NULL, 0};
+    return set_field(c, fd, &dn, (uint8_t *)j, true);
 }
 
 static const job_node *map_get(const job_node *m, const char *key) {
@@ -480,8 +510,8 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
         for (size_t s = 0; s < sizeof(k_sections) / sizeof(k_sections[0]); s++) known |= !strcmp(k->text, k_sections[s]);
         if (!known) {
             const char *s = suggest(NULL, k->text);
-            fail(c, k, "unknown section '%s'%s%s%s (sections: model, inputs, prompts, generation, chunking, "
-                 "outputs, state_dir, converters)", k->text, s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
+            fail(c, k, "unknown section '%s'%s%s%s (sections: task, model, inputs, prompts, generation, embedding, "
+                 "chunking, outputs, state_dir, converters)", k->text, s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
             continue;
         }
         for (size_t p = 0; p < i; p += 2)
@@ -491,11 +521,38 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
             }
     }
     dp_status st;
-    const char *secs[] = {"model", "prompts", "generation", "chunking", "outputs"};
-    for (size_t s = 0; s < 5; s++) {
+    bool task_known;
+    {
+        /* the task decides which sections belong: an embedding job has no prompt and generates nothing */
+        job_spec probe = {0};
+        ctx quiet = {.name = c->name, .dir = c->dir, .err = c->err};
+        apply_top(&quiet, root, "task", &probe);
+        for (int i = 0; i < quiet.n_errors && i < MAX_REPORTED; i++) free(quiet.errors[i].msg);
+        j->task = probe.task;
+        task_known = quiet.n_errors == 0; /* else the task's own error is the one to read */
+    }
+    const bool embed = j->task == JOB_TASK_EMBED;
+    const char *secs[] = {"model", "prompts", "generation", "embedding", "chunking", "outputs"};
+    for (size_t s = 0; s < 6; s++) {
         const job_node *m = map_get(root, secs[s]);
-        if (!m && (!strcmp(secs[s], "model") || !strcmp(secs[s], "prompts") || !strcmp(secs[s], "outputs"))) {
+        const bool wrong = embed ? !strcmp(secs[s], "prompts") || !strcmp(secs[s], "generation")
+                                 : !strcmp(secs[s], "embedding");
+        if (!task_known && (!strcmp(secs[s], "prompts") || !strcmp(secs[s], "generation") ||
+                            !strcmp(secs[s], "embedding"))) {
+            continue;
+        }
+        if (m && wrong) {
+            fail(c, map_key(root, secs[s]), embed ? "section '%s' does not apply to task: embed (an embedding job "
+                 "has no prompt and generates nothing; remove it, or set task: generate)" :
+                 "section '%s' applies to task: embed only (add task: embed at the top of the job)", secs[s]);
+            continue;
+        }
+        if (!m && (!strcmp(secs[s], "model") || (!strcmp(secs[s], "prompts") && !embed) || !strcmp(secs[s], "outputs"))) {
             fail(c, root, "section '%s' is required", secs[s]);
+            continue;
+        }
+        if (wrong) { /* absent and not applicable: defaults only, no required keys */
+            apply_defaults(c, secs[s], (uint8_t *)j);
             continue;
         }
         /* a missing required key is reported at the section's name */
@@ -508,18 +565,9 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
         j->model.path_line = mp ? mp->line : 1;
         j->model.path_col = mp ? mp->col : 1;
     }
-    /* state_dir: a top-level value */
-    job_node top = *root;
-    {
-        const job_node *sd = map_get(root, "state_dir");
-        job_node wrap = {JOB_NODE_MAP, root->line, root->col, NULL, 0, false, NULL, 0};
-        job_node key = {JOB_NODE_SCALAR, sd ? sd->line : 1, sd ? sd->col : 1, "state_dir", 9, true, NULL, 0};
-        job_node *items[2] = {&key, (job_node *)sd};
-        if (sd) {
-            wrap.items = items;
-            wrap.n = 2;
-        }
-        st = apply_section(c, "", sd ? &wrap : NULL, &top, (uint8_t *)j);
+    /* top-level values */
+    for (size_t t = 0; t < 2; t++) {
+        st = apply_top(c, root, t ? "state_dir" : "task", j);
         if (st && st != DP_EFORMAT) return st;
     }
     const job_node *in = map_get(root, "inputs");
@@ -586,7 +634,14 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
     if (j->chunking.max_tokens && j->chunking.overlap >= j->chunking.max_tokens)
         fail(c, ch ? map_get(ch, "overlap") : root, "chunking.overlap (%lld) must be smaller than "
              "chunking.max_tokens (%lld)", (long long)j->chunking.overlap, (long long)j->chunking.max_tokens);
-    if (j->generation.max_tokens >= j->model.context)
+    if (j->task == JOB_TASK_EMBED) { /* every chunk is a record of its own */
+        const job_node *mode = ch ? map_get(ch, "mode") : NULL;
+        if (mode && j->chunking.mode != JOB_CHUNK_PER_CHUNK)
+            fail(c, mode, "chunking.mode map-reduce combines generated answers; task: embed embeds each chunk "
+                 "(per-chunk, the default for it)");
+        j->chunking.mode = JOB_CHUNK_PER_CHUNK;
+    }
+    if (j->task == JOB_TASK_GENERATE && j->generation.max_tokens >= j->model.context)
         fail(c, gen ? map_get(gen, "max_tokens") : root, "generation.max_tokens (%lld) leaves no room for the "
              "prompt in model.context (%lld)", (long long)j->generation.max_tokens, (long long)j->model.context);
     if (j->outputs.intermediate && j->chunking.mode != JOB_CHUNK_MAP_REDUCE)
@@ -596,7 +651,7 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
         fail(c, map_get(map_get(root, "outputs"), "intermediate"), "outputs.intermediate must differ from "
              "outputs.jsonl");
     const job_node *pr = map_get(root, "prompts");
-    if (!strstr(j->prompts.template_, "{{content}}") && !strstr(j->prompts.template_, "{{ content }}"))
+    if (j->prompts.template_ && !strstr(j->prompts.template_, "{{content}}") && !strstr(j->prompts.template_, "{{ content }}"))
         fail(c, map_get(pr, "template"), "prompts.template must contain {{content}}");
     if (j->prompts.reduce_template && !strstr(j->prompts.reduce_template, "{{content}}") &&
         !strstr(j->prompts.reduce_template, "{{ content }}"))
@@ -663,6 +718,7 @@ void job_spec_free(job_spec *j) {
     free(j->prompts.system);
     free(j->prompts.template_);
     free(j->prompts.reduce_template);
+    free(j->embedding.instruction);
     free(j->outputs.jsonl);
     free(j->outputs.per_document_dir);
     free(j->outputs.metrics);

@@ -369,9 +369,14 @@ int pl_plan_job(const char *job_path, bool bench, uint32_t shards) {
            "the %lld-token context\n", (unsigned long long)c.chunks, (unsigned long long)reduce,
            (unsigned long long)c.prompt_tokens, (unsigned long long)c.content_tokens, c.longest,
            (long long)r.job.model.context);
-    printf("generation: at most %llu tokens (max_tokens %lld per request)\n",
-           (unsigned long long)(requests * (uint64_t)r.job.generation.max_tokens),
-           (long long)r.job.generation.max_tokens);
+    const bool embed = r.job.task == JOB_TASK_EMBED; /* prompt processing only */
+    const uint64_t gen_max = embed ? 0 : (uint64_t)r.job.generation.max_tokens;
+    if (embed)
+        printf("embedding: %llu vectors of %u dimensions, nothing generated\n", (unsigned long long)c.chunks,
+               (unsigned)eng_model_get_info(r.model)->n_embd);
+    else
+        printf("generation: at most %llu tokens (max_tokens %lld per request)\n",
+               (unsigned long long)(requests * gen_max), (long long)r.job.generation.max_tokens);
     if (bench && requests) {
         eng_context_params cp = eng_context_default_params();
         cp.n_ctx = (uint32_t)r.job.model.context;
@@ -387,11 +392,13 @@ int pl_plan_job(const char *job_path, bool bench, uint32_t shards) {
         measure(&r, &pp, &tg);
         if (pp > 0 && tg > 0) {
             const double t_pp = (double)c.prompt_tokens / pp;
-            const double t_tg = (double)(requests * (uint64_t)r.job.generation.max_tokens) / tg;
+            const double t_tg = (double)(requests * gen_max) / tg;
             printf("measured here (%s, %lld sequences): prefill %.1f tok/s, decode %.1f tok/s over all sequences\n",
                    eng_context_backend_name(r.ctx), (long long)r.job.model.max_sequences, pp, tg);
-            printf("estimated time: %.0f s prefill + at most %.0f s generation = at most %.0f s (%.1f h); less when "
-                   "answers end before max_tokens\n", t_pp, t_tg, t_pp + t_tg, (t_pp + t_tg) / 3600);
+            if (embed) printf("estimated time: %.0f s (%.1f h)\n", t_pp, t_pp / 3600);
+            else
+                printf("estimated time: %.0f s prefill + at most %.0f s generation = at most %.0f s (%.1f h); less "
+                       "when answers end before max_tokens\n", t_pp, t_tg, t_pp + t_tg, (t_pp + t_tg) / 3600);
         }
     }
     pl_run_free(&r);

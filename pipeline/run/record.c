@@ -14,10 +14,14 @@
 #include "run_internal.h"
 #include "utf8.h"
 
-void pl_custom_id(const pl_unit *u, const pl_result *res, bool per_chunk, char out[64]) {
+const char *pl_chunk_stage(const pl_run *r) {
+    return r->job.task == JOB_TASK_EMBED ? "embed" : r->job.chunking.mode == JOB_CHUNK_PER_CHUNK ? "chunk" : "map";
+}
+
+void pl_custom_id(const pl_run *r, const pl_unit *u, const pl_result *res, char out[64]) {
     if (!res) snprintf(out, 64, "%s-%s-error", u->key, u->err_stage ? u->err_stage : "doc");
     else if (res->level > 0) snprintf(out, 64, "%s-r%d.%d-reduce", u->key, res->level, res->index);
-    else snprintf(out, 64, "%s-c%d-%s", u->key, res->index, per_chunk ? "chunk" : "map");
+    else snprintf(out, 64, "%s-c%d-%s", u->key, res->index, pl_chunk_stage(r));
 }
 
 static json_t *text_value(const char *s, size_t n) {
@@ -42,6 +46,7 @@ static json_t *base64_value(const char *s) {
 
 static json_t *meta(const pl_run *r, const pl_unit *u, const pl_result *res) {
     const bool per_chunk = r->job.chunking.mode == JOB_CHUNK_PER_CHUNK;
+    const bool embed = r->job.task == JOB_TASK_EMBED;
     json_t *m = json_object();
     json_object_set_new(m, "source_path", text_value(u->path, strlen(u->path)));
     if (u->raw_path) json_object_set_new(m, "source_path_b64", base64_value(u->raw_path)); /* the name's bytes */
@@ -49,7 +54,7 @@ static json_t *meta(const pl_run *r, const pl_unit *u, const pl_result *res) {
     if (res) {
         json_object_set_new(m, "chunk_index", json_integer(res->index));
         json_object_set_new(m, "chunk_count", json_integer(res->count));
-        json_object_set_new(m, "stage", json_string(res->level ? "reduce" : per_chunk ? "chunk" : "map"));
+        json_object_set_new(m, "stage", json_string(res->level ? "reduce" : pl_chunk_stage(r)));
         if (res->level) json_object_set_new(m, "reduce_level", json_integer(res->level));
         if (!per_chunk) json_object_set_new(m, "final", json_boolean(res->final));
         /* a paged document (PDF): the pages this record read; a reduce step read them all */
@@ -76,23 +81,25 @@ static json_t *meta(const pl_run *r, const pl_unit *u, const pl_result *res) {
     } else {
         json_object_set_new(m, "stage", json_string(u->err_stage ? u->err_stage : "read"));
     }
-    json_object_set_new(m, "template_sha256", json_string(r->fp.templates));
+    if (!embed) json_object_set_new(m, "template_sha256", json_string(r->fp.templates));
     json_object_set_new(m, "model_sha256", json_string(r->fp.model));
-    json_object_set_new(m, "seed", json_integer(r->job.generation.seed));
+    if (embed) json_object_set_new(m, "pooling", json_string(eng_pooling_name(r->pooling)));
+    else json_object_set_new(m, "seed", json_integer(r->job.generation.seed));
     if (u->format) json_object_set_new(m, "input_format", json_string(u->format));
     if (u->n_replaced) json_object_set_new(m, "replaced_invalid_utf8", json_integer((json_int_t)u->n_replaced));
     if (res && !res->err_code) {
         json_t *t = json_object();
         json_object_set_new(t, "queue", json_real((double)(int64_t)(res->queue_ms * 10) / 10));
         json_object_set_new(t, "prefill", json_real((double)(int64_t)(res->prefill_ms * 10) / 10));
-        json_object_set_new(t, "decode", json_real((double)(int64_t)(res->decode_ms * 10) / 10));
+        if (!embed) json_object_set_new(t, "decode", json_real((double)(int64_t)(res->decode_ms * 10) / 10));
         json_object_set_new(m, "timing_ms", t);
     }
     return m;
 }
 
 static char *dump(json_t *o) {
-    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+    /* 9 significant digits: every float32 of a vector reads back exactly */
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     json_decref(o);
     return s;
 }
@@ -106,7 +113,7 @@ static json_t *error_obj(const char *code, const char *msg) {
 
 char *pl_record_line(const pl_run *r, const pl_unit *u, const pl_result *res) {
     char cid[64], id[80];
-    pl_custom_id(u, res, r->job.chunking.mode == JOB_CHUNK_PER_CHUNK, cid);
+    pl_custom_id(r, u, res, cid);
     snprintf(id, sizeof(id), "batch_req_%s", cid);
     json_t *o = json_object();
     json_object_set_new(o, "id", json_string(id));
@@ -114,6 +121,10 @@ char *pl_record_line(const pl_run *r, const pl_unit *u, const pl_result *res) {
     if (res->err_code) {
         json_object_set_new(o, "response", json_null());
         json_object_set_new(o, "error", error_obj(res->err_code, res->err_msg));
+    } else if (r->job.task == JOB_TASK_EMBED) {
+        json_object_set_new(o, "response", pl_embedding_response(cid, r->model_name, res->vec, 1, (size_t)res->dim,
+                                                                 false, res->n_prompt, dp_time_wall()));
+        json_object_set_new(o, "error", json_null());
     } else {
         char fp[20];
         pl_system_fingerprint(r->fp.model, fp);
@@ -129,7 +140,7 @@ char *pl_record_line(const pl_run *r, const pl_unit *u, const pl_result *res) {
 
 char *pl_record_doc_error(const pl_run *r, const pl_unit *u) {
     char cid[64], id[80];
-    pl_custom_id(u, NULL, false, cid);
+    pl_custom_id(r, u, NULL, cid);
     snprintf(id, sizeof(id), "batch_req_%s", cid);
     json_t *o = json_object();
     json_object_set_new(o, "id", json_string(id));

@@ -53,6 +53,7 @@ void pl_unit_free(pl_run *r, pl_unit *u) {
         free(u->res[i].text);
         free(u->res[i].err_msg);
         pl_span_free(&u->res[i].span);
+        free(u->res[i].vec);
     }
     free(u->res);
     free(u->err_msg);
@@ -142,6 +143,13 @@ static void settings_fingerprint(const job_spec *j, char out[65]) {
 static void templates_fingerprint(const job_spec *j, char out[65]) {
     dp_sha256 h;
     dp_sha256_init(&h);
+    if (j->task == JOB_TASK_EMBED) { /* what an embedded chunk is made of (a generation job's hash is as before) */
+        char buf[96];
+        snprintf(buf, sizeof(buf), "task=embed pooling=%d normalize=%d", (int)j->embedding.pooling,
+                 (int)j->embedding.normalize);
+        add_field(&h, buf);
+        add_field(&h, j->embedding.instruction);
+    }
     add_field(&h, j->prompts.system);
     add_field(&h, j->prompts.template_);
     add_field(&h, j->prompts.reduce_template);
@@ -247,7 +255,7 @@ static int open_job(pl_run *r, const char *job_path, const pl_run_opts *o) {
     }
     if (o->threads) jm->model.threads = o->threads;
     if (o->context) {
-        if ((int64_t)o->context <= jm->generation.max_tokens) {
+        if (jm->task == JOB_TASK_GENERATE && (int64_t)o->context <= jm->generation.max_tokens) {
             pl_say(PL_SAY_ERROR, "error", NULL, "-c %u leaves no room for the prompt: generation.max_tokens is %lld",
                     o->context, (long long)jm->generation.max_tokens);
             return PL_EXIT_USAGE;
@@ -484,6 +492,18 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     eng_context_params cp = eng_context_default_params();
     cp.n_ctx = (uint32_t)j->model.context;
     cp.n_seq_max = (uint32_t)j->model.max_sequences + 1; /* + the shared prompt head */
+    if (j->task == JOB_TASK_EMBED) {
+        static const eng_pooling by_job[] = {ENG_POOLING_NONE, ENG_POOLING_MEAN, ENG_POOLING_CLS, ENG_POOLING_LAST};
+        r->pooling = by_job[j->embedding.pooling];
+        if (r->pooling == ENG_POOLING_NONE) {
+            r->pooling = eng_model_pooling(r->model, ENG_POOLING_LAST);
+            if (eng_model_get_info(r->model)->pooling_type < ENG_POOLING_MEAN)
+                pl_say(PL_SAY_WARN, "warning", NULL, "%s names no pooling; using last (set embedding.pooling)",
+                       j->model.path);
+        }
+        cp.pooling = r->pooling;
+        cp.n_seq_max = (uint32_t)j->model.max_sequences; /* no shared head: no prompt */
+    }
     cp.n_threads = (int)j->model.threads;
     cp.device = o->device >= 0 ? (dp_device)o->device : j->model.device;
     uint32_t ub = (uint32_t)j->model.max_sequences * 256u;
@@ -575,7 +595,8 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
                      r->ck.work_seconds > 1 && done_before ? (double)done_before / r->ck.work_seconds : 0);
     r->t_work0 = dp_time_ns();
     dp_thread th[4];
-    dp_thread_fn fns[4] = {pl_stage_read, pl_stage_chunk, pl_stage_infer, pl_stage_write};
+    dp_thread_fn fns[4] = {pl_stage_read, pl_stage_chunk,
+                           r->job.task == JOB_TASK_EMBED ? pl_stage_embed : pl_stage_infer, pl_stage_write};
     int started = 0;
     dp_err err = {0};
     for (; started < 4; started++)
@@ -629,6 +650,8 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
          * reports the same outcome as an uninterrupted one */
         rc = r->n_docs_failed || r->n_failed_before ? PL_EXIT_PARTIAL : PL_EXIT_OK;
     }
+    const bool embed = r->job.task == JOB_TASK_EMBED; /* an embedding job generates nothing: say what it read */
+    const uint64_t shown = embed ? r->n_prompt_tokens : r->n_gen_tokens;
     if (!o->quiet || rc)
         pl_say(rc == PL_EXIT_OK                                  ? PL_SAY_INFO
                : rc == PL_EXIT_PARTIAL || rc == PL_EXIT_TEMPFAIL ? PL_SAY_WARN
@@ -642,12 +665,13 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
                          (json_int_t)r->n_gen_tokens, "seconds", (double)(int64_t)(secs * 10) / 10, "results_file",
                          r->results_path, "errors_file", r->errors_path, "exit_code", pl_exit_code(rc)),
                "%llu documents in %.1f s: %llu done (%llu results), %llu failed (see %s), %llu "
-               "skipped (unchanged since an earlier run, %llu of them failed there); %llu tokens generated (%.1f "
+               "skipped (unchanged since an earlier run, %llu of them failed there); %llu tokens %s (%.1f "
                "tok/s); results in %s",
                (unsigned long long)r->n_docs_done, secs, (unsigned long long)(ran - r->n_docs_failed),
                (unsigned long long)r->n_records, (unsigned long long)r->n_docs_failed, r->errors_path,
                (unsigned long long)r->n_docs_skipped, (unsigned long long)r->n_failed_before,
-               (unsigned long long)r->n_gen_tokens, secs > 0 ? (double)r->n_gen_tokens / secs : 0.0, r->results_path);
+               (unsigned long long)shown, embed ? "embedded" : "generated", secs > 0 ? (double)shown / secs : 0.0,
+               r->results_path);
     if (!o->quiet && r->n_prefix_tokens)
         pl_say(PL_SAY_INFO, "shared_prefix", NULL,
                "shared prompt head of %llu tokens computed once: %llu prompt tokens not recomputed",

@@ -49,6 +49,8 @@ typedef struct pl_result {
     int32_t level;              /* 0 = map / chunk, 1.. = reduce level */
     int32_t page_first, page_last; /* pages of a paged document (PDF) this request read; 0: not paged */
     pl_span span;               /* a chunk's request (level 0): where the chunk lies */
+    float *vec;                 /* task: embed: the chunk's vector, dim floats */
+    int32_t dim;
     bool final;                 /* the document's combined answer (map-reduce) */
     int32_t n_prompt, n_gen;
     const char *finish;
@@ -108,6 +110,7 @@ typedef struct pl_run {
     eng_model *model;
     const eng_tokenizer *tok;
     eng_chat_kind chat;
+    eng_pooling pooling;        /* task: embed */
     int32_t n_ctx, n_ctx_train, n_ubatch;
     eng_context *ctx;
     char model_name[256];
@@ -155,6 +158,7 @@ typedef struct pl_run {
 void *pl_stage_read(void *arg);
 void *pl_stage_chunk(void *arg);
 void *pl_stage_infer(void *arg);
+void *pl_stage_embed(void *arg);     /* task: embed, in place of pl_stage_infer */
 void *pl_stage_write(void *arg);
 
 /* Records a fatal error (the first one wins), stops admission and aborts the input queues. */
@@ -183,8 +187,13 @@ void pl_doc_free(void *doc);
 /* The sampler of one request: the job's settings, seeded from the job seed and the custom_id
  * so a request's randomness never depends on its neighbours. */
 eng_sampler_params pl_run_sampler(const pl_run *r, const char *custom_id);
-/* custom_id of a result: "<key>-c<index>-map", "<key>-c<index>-chunk", "<key>-r<level>.<index>-reduce". */
-void pl_custom_id(const pl_unit *u, const pl_result *res, bool per_chunk, char out[64]);
+/* meta.stage of a chunk's record: "map", "chunk" (per-chunk mode) or "embed" (task: embed). */
+const char *pl_chunk_stage(const pl_run *r);
+/* custom_id of a result: "<key>-c<index>-<pl_chunk_stage>", "<key>-r<level>.<index>-reduce";
+ * of a document's failure (res NULL): "<key>-<stage>-error". */
+void pl_custom_id(const pl_run *r, const pl_unit *u, const pl_result *res, char out[64]);
+/* Appends a finished request's result to u (moved: res's pointers now belong to u). */
+dp_status pl_unit_add_result(pl_unit *u, const pl_result *res);
 
 /* rel made safe to use under an output folder: no empty, "." or ".." parts, no control
  * characters, backslashes or colons, no leading dots; parts cut at 200 bytes. */

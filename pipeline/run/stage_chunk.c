@@ -20,16 +20,45 @@ static pl_prompt_vars vars_for(const pl_run *r, const pl_unit *u, int32_t index,
     return (pl_prompt_vars){u->path, u->filename, u->ext, r->date, u->sha, index, count};
 }
 
+/* task: embed: what an embedded chunk is, "Instruct: ...\nQuery: " + the chunk with the
+ * tokenizer's own BOS/EOS (Qwen3-Embedding's convention); document text never yields control
+ * tokens. out is reset. */
+static dp_status embed_tokens(const pl_run *r, eng_tok_ws *ws, const char *text, size_t len, eng_tokens *out,
+                              dp_err *err) {
+    out->n = 0;
+    const char *ins = r->job.embedding.instruction;
+    if (!ins) return eng_tokenize(r->tok, ws, text, len, true, false, out, err);
+    dp_buf b;
+    dp_buf_init(&b, (size_t)1 << 31);
+    dp_status st = dp_buf_printf(&b, "Instruct: %s\nQuery: ", ins);
+    if (!st) st = dp_buf_append(&b, text, len);
+    if (!st) st = eng_tokenize(r->tok, ws, (const char *)b.data, b.len, true, false, out, err);
+    else dp_err_set(err, st, "out of memory");
+    dp_buf_free(&b);
+    return st;
+}
+
 /* Tokens a request of this document may give its content; < 8 when the template alone is too big. */
 int32_t pl_content_budget(pl_run *r, eng_tok_ws *ws, const pl_prompt_spec *spec, const pl_unit *u, int32_t *overhead,
                           dp_err *err) {
-    pl_prompt_vars v = vars_for(r, u, 999999, 999999);
     int32_t ov = 0;
-    if (pl_prompt_overhead(r->tok, ws, spec, &v, &ov, err)) return -1;
+    int64_t gen = r->job.generation.max_tokens;
+    if (r->job.task == JOB_TASK_EMBED) {
+        /* the instruction and special tokens, + 1: a token may merge across the join */
+        eng_tokens t = {0};
+        dp_status st = embed_tokens(r, ws, "", 0, &t, err);
+        ov = (int32_t)t.n + (r->job.embedding.instruction ? 1 : 0);
+        eng_tokens_free(&t);
+        if (st) return -1;
+        gen = 0;
+    } else {
+        pl_prompt_vars v = vars_for(r, u, 999999, 999999);
+        if (pl_prompt_overhead(r->tok, ws, spec, &v, &ov, err)) return -1;
+    }
     *overhead = ov;
     int64_t ctx = r->n_ctx;
     if (r->n_ctx_train > 0 && r->n_ctx_train < ctx) ctx = r->n_ctx_train;
-    int64_t b = ctx - ov - r->job.generation.max_tokens;
+    int64_t b = ctx - ov - gen;
     if (r->job.chunking.max_tokens > 0 && r->job.chunking.max_tokens < b) b = r->job.chunking.max_tokens;
     return b < 0 ? 0 : (int32_t)(b > INT32_MAX ? INT32_MAX : b);
 }
@@ -176,9 +205,11 @@ static bool chunk_doc(pl_run *r, eng_tok_ws *ws, pl_doc *d) {
         }
         pl_prompt_vars v = vars_for(r, u, (int32_t)k + 1, (int32_t)ch.n);
         const pl_chunk *c = &ch.v[k];
-        dp_status st = pl_prompt_tokens(r->tok, ws, &r->map_spec, &v, d->text.text + c->start, c->end - c->start,
-                                        &it->prompt, &err);
-        if (st || (int64_t)it->prompt.n + r->job.generation.max_tokens > r->n_ctx) {
+        const bool embed = r->job.task == JOB_TASK_EMBED;
+        dp_status st = embed ? embed_tokens(r, ws, d->text.text + c->start, c->end - c->start, &it->prompt, &err)
+                             : pl_prompt_tokens(r->tok, ws, &r->map_spec, &v, d->text.text + c->start,
+                                                c->end - c->start, &it->prompt, &err);
+        if (st || (int64_t)it->prompt.n + (embed ? 0 : r->job.generation.max_tokens) > r->n_ctx) {
             /* cannot happen when the budget arithmetic holds; refuse rather than overflow */
             if (!st) snprintf(msg, sizeof(msg), "chunk %zu: the prompt has %zu tokens; with max_tokens it exceeds "
                               "the context of %d", k, it->prompt.n, r->n_ctx);

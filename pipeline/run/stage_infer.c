@@ -28,7 +28,7 @@ typedef struct infer {
     dp_err err;
 } infer;
 
-static dp_status add_result(pl_unit *u, const pl_result *res) {
+dp_status pl_unit_add_result(pl_unit *u, const pl_result *res) {
     if (u->n_res == u->cap_res) {
         size_t cap = u->cap_res ? 2 * u->cap_res : 4;
         pl_result *v = realloc(u->res, cap * sizeof(*v));
@@ -106,7 +106,7 @@ static dp_status start_level(infer *f, pl_unit *u, size_t from, int32_t level) {
         snprintf(msg, sizeof(msg), "reduce level %d: %zu partial results do not fit two to a %d-token reduce prompt; "
                  "raise model.context or lower generation.max_tokens", level, n_in, r->n_ctx);
         e.err_msg = strdup(msg);
-        st = add_result(u, &e);
+        st = pl_unit_add_result(u, &e);
         free(g);
         if (!st) unit_complete(f, u);
         return st;
@@ -152,7 +152,7 @@ static dp_status request_done(infer *f, pl_item *it, pl_result *res) {
     res->page_first = it->page_first, res->page_last = it->page_last;
     res->span = it->span;
     memset(&it->span, 0, sizeof(it->span));
-    dp_status st = add_result(u, res);
+    dp_status st = pl_unit_add_result(u, res);
     if (st) return st;
     dp_mutex_lock(&f->r->mu);
     f->r->n_requests_done++;
@@ -225,7 +225,7 @@ static dp_status admit(infer *f, pl_item *it) {
     pl_run *r = f->r;
     char cid[64];
     pl_result probe = {.index = it->index, .level = it->level};
-    pl_custom_id(it->u, &probe, r->job.chunking.mode == JOB_CHUNK_PER_CHUNK, cid);
+    pl_custom_id(r, it->u, &probe, cid);
     pl_gen_req g = {it->prompt.ids, (int32_t)it->prompt.n, (int32_t)r->job.generation.max_tokens,
                     pl_run_sampler(r, cid), NULL, 0, it};
     dp_status st = pl_sched_admit(f->s, &g, &f->err);

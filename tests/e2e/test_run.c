@@ -12,6 +12,7 @@
 #include "platform.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -727,6 +728,86 @@ static void test_chunk_records(void **state) {
     json_decref(r);
 }
 
+/* task: embed end to end against llama-embedding (../shared/fixtures/embeddings): each prompt
+ * file is a document of one chunk; its record holds the same number of tokens as llama.cpp
+ * embedded and a vector within cosine 0.9999 / max |d| 1e-3 of llama.cpp's; the vectors are the
+ * same bit for bit with 1 or 4 chunks per group. */
+static void test_embed_job_matches_llama(void **state) {
+    (void)state;
+    TU_NEED_FIXTURES();
+    char d[4096], job[4400], path[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("embedjob"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in'", d), 0);
+    json_error_t je;
+    json_t *refs = json_load_file(tu_fixture("embeddings/qwen3-tiny-embed-f16.emb-refs.json"), 0, &je);
+    assert_non_null(refs);
+    json_t *cases = json_object_get(refs, "cases"), *c;
+    size_t i, n_docs = 0;
+    json_array_foreach(cases, i, c) {
+        const char *id = json_string_value(json_object_get(c, "id"));
+        if (!strcmp(id, "chat")) continue; /* control-token text: a document never yields control tokens */
+        char *text;
+        size_t len;
+        dp_err err = {0};
+        assert_int_equal(dp_file_read_all(tu_fixture(json_string_value(json_object_get(c, "prompt_file"))), 1 << 20,
+                                          &text, &len, &err), DP_OK);
+        if (len && text[len - 1] == '\n') len--; /* llama-embedding -f drops one final newline */
+        snprintf(path, sizeof(path), "%s/in/%s.txt", d, id);
+        tu_write_file(path, text, len);
+        free(text);
+        n_docs++;
+    }
+    json_t *vecs[2] = {NULL, NULL};
+    for (int pass = 0; pass < 2; pass++) {
+        snprintf(job, sizeof(job), "%s/job%d.yaml", d, pass);
+        FILE *f = fopen(job, "w");
+        assert_non_null(f);
+        fprintf(f, "task: embed\nmodel:\n  path: %s\n  context: 2048\n  max_sequences: %d\n  threads: 2\n"
+                "inputs:\n  - path: in\noutputs:\n  jsonl: out%d/e.jsonl\nstate_dir: state%d\n",
+                tu_fixture("embeddings/qwen3-tiny-embed-f16.gguf"), pass ? 1 : 4, pass, pass);
+        fclose(f);
+        assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+        snprintf(path, sizeof(path), "%s/out%d/e.jsonl", d, pass);
+        json_t *r = e2e_load_records(path, NULL);
+        assert_int_equal(json_object_size(r), n_docs);
+        vecs[pass] = json_object();
+        const char *cid;
+        json_t *o;
+        json_object_foreach(r, cid, o) {
+            json_t *m = json_object_get(o, "meta"), *body = json_object_get(json_object_get(o, "response"), "body");
+            assert_string_equal(json_string_value(json_object_get(m, "stage")), "embed");
+            assert_string_equal(json_string_value(json_object_get(m, "pooling")), "last");
+            json_t *emb = json_object_get(json_array_get(json_object_get(body, "data"), 0), "embedding");
+            json_object_set(vecs[pass], cid, emb);
+            const char *src = strrchr(json_string_value(json_object_get(m, "source_path")), '/') + 1;
+            json_t *ref = NULL;
+            json_array_foreach(cases, i, c) {
+                char name[64];
+                snprintf(name, sizeof(name), "%s.txt", json_string_value(json_object_get(c, "id")));
+                if (!strcmp(name, src)) ref = c;
+            }
+            assert_non_null(ref);
+            assert_int_equal(json_integer_value(json_object_get(json_object_get(body, "usage"), "prompt_tokens")),
+                             json_integer_value(json_object_get(ref, "n_tokens")));
+            json_t *want = json_object_get(ref, "embedding");
+            assert_int_equal(json_array_size(emb), json_array_size(want));
+            double dot = 0, na = 0, nb = 0, worst = 0;
+            for (size_t k = 0; k < json_array_size(emb); k++) {
+                const double a = json_number_value(json_array_get(emb, k)), b = json_number_value(json_array_get(want, k));
+                dot += a * b, na += a * a, nb += b * b;
+                worst = fabs(a - b) > worst ? fabs(a - b) : worst;
+            }
+            const double cs = dot / sqrt(na * nb);
+            if (cs < 0.9999 || worst > 1e-3) fail_msg("%s: cosine %.7f, max |d| %.2e against llama-embedding", src, cs, worst);
+        }
+        json_decref(r);
+    }
+    assert_true(json_equal(vecs[0], vecs[1])); /* the same bits whatever else is in the group */
+    json_decref(vecs[0]);
+    json_decref(vecs[1]);
+    json_decref(refs);
+}
+
 static void test_disk_error_then_resume(void **state) {
     (void)state;
     char d[4096];
@@ -923,6 +1004,7 @@ int main(void) {
         cmocka_unit_test(test_metrics_file),
         cmocka_unit_test(test_pdf_documents),
         cmocka_unit_test(test_chunk_records),
+        cmocka_unit_test(test_embed_job_matches_llama),
         cmocka_unit_test(test_log_lines),
         cmocka_unit_test(test_intermediate_file),
         cmocka_unit_test(test_converters),

@@ -180,6 +180,43 @@ static void test_environment_variables_in_values(void **state) {
         fail_msg("got: %s", err.msg);
 }
 
+/* task: embed needs no prompt and refuses what belongs to generation; a generation job refuses
+ * the embedding section. */
+static void test_embed_task(void **state) {
+    (void)state;
+    const char *ok = "task: embed\nmodel:\n  path: m.gguf\ninputs:\n  - path: in\nembedding:\n  pooling: mean\n"
+                     "  instruction: Find the passage\nchunking:\n  max_tokens: 256\noutputs:\n  jsonl: out/e.jsonl\n";
+    job_spec j;
+    dp_err err = {0};
+    assert_int_equal(job_load_buffer(ok, strlen(ok), "e.yaml", "/jobs", &j, &err), DP_OK);
+    assert_int_equal(j.task, JOB_TASK_EMBED);
+    assert_int_equal(j.embedding.pooling, JOB_POOL_MEAN);
+    assert_true(j.embedding.normalize);
+    assert_string_equal(j.embedding.instruction, "Find the passage");
+    assert_int_equal(j.chunking.mode, JOB_CHUNK_PER_CHUNK);
+    assert_null(j.prompts.template_);
+    job_spec_free(&j);
+    static const struct { const char *yaml, *want; } bad[] = {
+        {"task: embed\nmodel:\n  path: m.gguf\ninputs:\n  - path: in\nprompts:\n  template: \"{{content}}\"\n"
+         "outputs:\n  jsonl: o.jsonl\n", "j.yaml:6:1: section 'prompts' does not apply to task: embed"},
+        {"task: embed\nmodel:\n  path: m.gguf\ninputs:\n  - path: in\ngeneration:\n  max_tokens: 5\n"
+         "outputs:\n  jsonl: o.jsonl\n", "j.yaml:6:1: section 'generation' does not apply to task: embed"},
+        {"model:\n  path: m.gguf\ninputs:\n  - path: in\nprompts:\n  template: \"{{content}}\"\nembedding:\n"
+         "  pooling: mean\noutputs:\n  jsonl: o.jsonl\n", "j.yaml:7:1: section 'embedding' applies to task: embed only"},
+        {"task: embed\nmodel:\n  path: m.gguf\ninputs:\n  - path: in\nchunking:\n  mode: map-reduce\n"
+         "outputs:\n  jsonl: o.jsonl\n", "j.yaml:7:9: chunking.mode map-reduce combines generated answers"},
+        {"task: embedding\nmodel:\n  path: m.gguf\ninputs:\n  - path: in\noutputs:\n  jsonl: o.jsonl\n",
+         "j.yaml:1:7: task"},
+        {"task: embed\nmodel:\n  path: m.gguf\ninputs:\n  - path: in\nembedding:\n  pooling: rank\n"
+         "outputs:\n  jsonl: o.jsonl\n", "j.yaml:7:12: embedding.pooling"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        dp_status st = job_load_buffer(bad[i].yaml, strlen(bad[i].yaml), "j.yaml", "/jobs", &j, &err);
+        if (st != DP_EFORMAT || !strstr(err.msg, bad[i].want))
+            fail_msg("case %zu: got %s '%s'\nwant '%s'", i, dp_status_name(st), err.msg, bad[i].want);
+    }
+}
+
 static void test_every_schema_key_is_documented(void **state) {
     (void)state;
     char path[1024], *doc;
@@ -269,6 +306,7 @@ int main(void) {
         cmocka_unit_test(test_bad_jobs_report_file_line_col),
         cmocka_unit_test(test_hostile_yaml_is_refused),
         cmocka_unit_test(test_environment_variables_in_values),
+        cmocka_unit_test(test_embed_task),
         cmocka_unit_test(test_every_schema_key_is_documented),
         cmocka_unit_test(test_validate_command_exit_codes),
     };
