@@ -78,6 +78,8 @@ typedef struct job_spec {
         char *per_document_dir; /* (optional) */
         char *metrics;          /* (optional) Prometheus text file */
         char *intermediate;     /* (optional, map-reduce) where map and partial-reduce results go */
+        char *sqlite;           /* (optional) the SQLite database sink */
+        bool sqlite_keep_deleted; /* a document gone from the inputs stays, marked deleted */
     } outputs;
     char *state_dir;
     /* converters: an extension (".doc", lower case) -> a program and its arguments, "{input}"

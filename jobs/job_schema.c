@@ -73,6 +73,8 @@ static const field k_fields[] = {
     {"outputs", "per_document_dir", F_PATH, S(outputs.per_document_dir), false, NULL, 0, 0, NULL},
     {"outputs", "metrics", F_PATH, S(outputs.metrics), false, NULL, 0, 0, NULL},
     {"outputs", "intermediate", F_PATH, S(outputs.intermediate), false, NULL, 0, 0, NULL},
+    {"outputs", "sqlite", F_PATH, S(outputs.sqlite), false, NULL, 0, 0, NULL},
+    {"outputs", "sqlite_keep_deleted", F_BOOL, S(outputs.sqlite_keep_deleted), false, "false", 0, 0, NULL},
     {"embedding", "pooling", F_ENUM, S(embedding.pooling), false, "auto", 0, 0, "auto|mean|cls|last"},
     {"embedding", "instruction", F_STR, S(embedding.instruction), false, NULL, 0, 0, NULL},
     {"embedding", "normalize", F_BOOL, S(embedding.normalize), false, "true", 0, 0, NULL},
@@ -723,6 +725,7 @@ void job_spec_free(job_spec *j) {
     free(j->outputs.per_document_dir);
     free(j->outputs.metrics);
     free(j->outputs.intermediate);
+    free(j->outputs.sqlite);
     free(j->state_dir);
     for (size_t i = 0; i < j->n_converters; i++) {
         free(j->converters[i].ext);

@@ -52,9 +52,15 @@ dp_status pl_checkpoint_read(const char *path, pl_checkpoint *c, dp_err *err) {
     size_t len = 0;
     dp_status st = dp_file_read_all(path, (size_t)1 << 20, &data, &len, err);
     if (st) return st;
+    st = pl_checkpoint_parse(data, len, path, c, err);
+    free(data);
+    return st;
+}
+
+dp_status pl_checkpoint_parse(const char *data, size_t len, const char *path, pl_checkpoint *c, dp_err *err) {
+    memset(c, 0, sizeof(*c));
     json_error_t je;
     json_t *o = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
-    free(data);
     if (!o) return dp_err_set(err, DP_EFORMAT, "%s:%d:%d: damaged checkpoint: %s", path, je.line, je.column, je.text);
     const char *bad = NULL;
     char sum[65];
@@ -103,6 +109,12 @@ dp_status pl_checkpoint_read(const char *path, pl_checkpoint *c, dp_err *err) {
     json_t *ws = json_object_get(o, "work_seconds"); /* (optional: older checkpoints have none) */
     c->work_seconds = json_is_number(ws) && json_number_value(ws) > 0 ? json_number_value(ws) : 0;
     c->complete = json_is_true(json_object_get(o, "complete"));
+    uint64_t commits = 0; /* (optional: older checkpoints have none) */
+    if (json_object_get(o, "commits") && !get_u64(o, "commits", &commits)) {
+        json_decref(o);
+        return dp_err_set(err, DP_EFORMAT, "%s: damaged checkpoint: invalid commits", path);
+    }
+    c->commits = commits;
     json_decref(o);
     if (!c->results_path || !c->errors_path) {
         pl_checkpoint_free(c);
@@ -111,7 +123,7 @@ dp_status pl_checkpoint_read(const char *path, pl_checkpoint *c, dp_err *err) {
     return DP_OK;
 }
 
-dp_status pl_checkpoint_write(const char *path, const pl_checkpoint *c, dp_err *err) {
+char *pl_checkpoint_json(const pl_checkpoint *c) {
     json_t *o = json_pack("{s:i, s:{s:s, s:s, s:s}, s:{s:{s:s, s:I, s:s, s:b}, s:{s:s, s:I, s:s}, s:{s:I, s:s}}, "
                           "s:{s:I, s:I, s:I, s:I}, s:I, s:b, s:f}",
                           "version", CHECKPOINT_VERSION, "fingerprint", "model_sha256", c->fp.model, "templates_sha256",
@@ -130,6 +142,10 @@ dp_status pl_checkpoint_write(const char *path, const pl_checkpoint *c, dp_err *
         json_decref(o);
         o = NULL;
     }
+    if (o && json_object_set_new(o, "commits", json_integer((json_int_t)c->commits))) {
+        json_decref(o);
+        o = NULL;
+    }
     char sum[65];
     if (o && (!checksum_of(o, sum) || json_object_set_new(o, "checksum", json_string(sum)))) {
         json_decref(o);
@@ -137,6 +153,11 @@ dp_status pl_checkpoint_write(const char *path, const pl_checkpoint *c, dp_err *
     }
     char *s = o ? json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
+    return s;
+}
+
+dp_status pl_checkpoint_write(const char *path, const pl_checkpoint *c, dp_err *err) {
+    char *s = pl_checkpoint_json(c);
     if (!s) return dp_err_set(err, DP_ENOMEM, "%s: out of memory", path);
     size_t n = strlen(s);
     s[n] = '\n'; /* json_dumps leaves room for the NUL we overwrite */

@@ -45,12 +45,17 @@ typedef struct pl_checkpoint {
     int64_t runs;       /* runs started on this state */
     double work_seconds; /* time the runs spent working, all together (for the next run's ETA) */
     bool complete;      /* the last run finished its whole listing */
+    uint64_t commits;   /* commits on this state; outputs.sqlite stores the checkpoint of each */
 } pl_checkpoint;
 
 /* DP_ENOENT when there is none; DP_EFORMAT (message names the file) when it is damaged:
  * not JSON, a field missing, or its checksum does not match its content. */
 dp_status pl_checkpoint_read(const char *path, pl_checkpoint *c, dp_err *err);
 dp_status pl_checkpoint_write(const char *path, const pl_checkpoint *c, dp_err *err);
+/* The same from and to text (the database sink stores the checkpoint of its commit); name is
+ * for messages. pl_checkpoint_json's text ends without a newline; free() it (NULL: no memory). */
+dp_status pl_checkpoint_parse(const char *data, size_t len, const char *name, pl_checkpoint *c, dp_err *err);
+char *pl_checkpoint_json(const pl_checkpoint *c);
 void pl_checkpoint_free(pl_checkpoint *c);
 
 /* The documents finished in earlier runs: (path, sha256) -> ok or failed. */

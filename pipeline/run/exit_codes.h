@@ -36,7 +36,10 @@ int pl_exit_code(int outcome);
  * gives the same code wherever it happens (docs/errors.md). Permissions, and a file that is
  * someone else's, are 73; the storage failing (full, I/O error, fsync) is 74. */
 static inline int pl_exit_for_write(dp_status st) {
-    return st == DP_ENOMEM ? PL_EXIT_SOFTWARE : st == DP_EACCES || st == DP_EEXIST ? PL_EXIT_CANTCREAT : PL_EXIT_IOERR;
+    return st == DP_ENOMEM                    ? PL_EXIT_SOFTWARE
+           : st == DP_EACCES || st == DP_EEXIST ? PL_EXIT_CANTCREAT
+           : st == DP_EBUSY                     ? PL_EXIT_TEMPFAIL /* a database another process holds: later */
+                                                : PL_EXIT_IOERR;
 }
 
 #endif /* PL_EXIT_CODES_H */

@@ -61,13 +61,15 @@ int pl_preflight(const job_spec *j, pl_preflight_depth depth, const char *prog) 
     /* an output inside an input folder would be read back as input by the next run */
     for (size_t i = 0; i < j->n_inputs; i++) {
         const job_input *in = &j->inputs[i];
-        char md[4096] = "", id[4096] = "";
+        char md[4096] = "", id[4096] = "", sd[4096] = "";
         if (j->outputs.metrics) dp_path_dir(j->outputs.metrics, md, sizeof(md));
         if (j->outputs.intermediate) dp_path_dir(j->outputs.intermediate, id, sizeof(id));
-        const char *outs[5] = {od, j->state_dir, j->outputs.per_document_dir, md[0] ? md : NULL, id[0] ? id : NULL};
-        const char *names[5] = {"outputs.jsonl", "state_dir", "outputs.per_document_dir", "outputs.metrics",
-                                "outputs.intermediate"};
-        for (int k = 0; k < 5; k++)
+        if (j->outputs.sqlite) dp_path_dir(j->outputs.sqlite, sd, sizeof(sd));
+        const char *outs[6] = {od, j->state_dir, j->outputs.per_document_dir, md[0] ? md : NULL, id[0] ? id : NULL,
+                               sd[0] ? sd : NULL};
+        const char *names[6] = {"outputs.jsonl", "state_dir", "outputs.per_document_dir", "outputs.metrics",
+                                "outputs.intermediate", "outputs.sqlite"};
+        for (int k = 0; k < 6; k++)
             if (outs[k] && inside(outs[k], in->path))
                 problem(&r, PL_EXIT_DATAERR, in->line, in->col, "%s lies inside input folder %s: the next run would "
                         "read its own output; put outputs and state elsewhere", names[k], in->path);
@@ -92,9 +94,9 @@ int pl_preflight(const job_spec *j, pl_preflight_depth depth, const char *prog) 
     check_creatable(&r, "outputs.jsonl", od);
     check_creatable(&r, "state_dir", j->state_dir);
     if (j->outputs.per_document_dir) check_creatable(&r, "outputs.per_document_dir", j->outputs.per_document_dir);
-    const char *more[2] = {j->outputs.metrics, j->outputs.intermediate};
-    const char *more_names[2] = {"outputs.metrics", "outputs.intermediate"};
-    for (int k = 0; k < 2; k++) {
+    const char *more[3] = {j->outputs.metrics, j->outputs.intermediate, j->outputs.sqlite};
+    const char *more_names[3] = {"outputs.metrics", "outputs.intermediate", "outputs.sqlite"};
+    for (int k = 0; k < 3; k++) {
         if (!more[k]) continue;
         char md[4096];
         dp_path_dir(more[k], md, sizeof(md));

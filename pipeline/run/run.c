@@ -19,6 +19,9 @@
 #include "say.h"
 #include "sha256.h"
 
+/* How long outputs.sqlite may be locked by another process before the run gives up (exit 75). */
+#define DB_BUSY_MS 10000
+
 
 /* ---- Shared helpers for the stages -------------------------------------------------------- */
 
@@ -165,6 +168,7 @@ void pl_run_free(pl_run *r) {
     if (r->inter.path) pl_sink_close(&r->inter, NULL);
     if (r->errors.path) pl_sink_close(&r->errors, NULL);
     if (r->ledger_sink.path) pl_sink_close(&r->ledger_sink, NULL);
+    pl_db_close(r->db); /* (what is not committed is rolled back) */
     pl_ledger_free(r->ledger);
     pl_checkpoint_free(&r->ck);
     eng_context_free(r->ctx);
@@ -270,6 +274,12 @@ static int open_job(pl_run *r, const char *job_path, const pl_run_opts *o) {
                "(merge combines the main outputs only); leave it out for --shard", j->file);
         return PL_EXIT_CONFIG;
     }
+    if (j->outputs.sqlite && r->shard_n) {
+        pl_say(PL_SAY_ERROR, "error", NULL, "%s: outputs.sqlite is not supported in a sharded run yet (every shard "
+               "would write one database, and a shard cannot tell a deleted document from another shard's); leave it "
+               "out for --shard", j->file);
+        return PL_EXIT_CONFIG;
+    }
     const pl_layout_job lj = {j->state_dir, j->outputs.jsonl, j->outputs.gzip, j->outputs.metrics,
                               j->outputs.intermediate};
     pl_layout l;
@@ -364,6 +374,80 @@ static const char *changed(const pl_fingerprint *a, const pl_fingerprint *b) {
 }
 
 /* Checkpoint, sinks and ledger: fresh or resumed. Returns an exit code (0 = go on). */
+/* True when path's first n bytes hash to sha (hex). */
+static bool prefix_matches(const char *path, uint64_t n, const char *sha) {
+    dp_file f;
+    dp_err err = {0};
+    if (dp_file_open(&f, path, DP_FILE_READ, &err)) return false;
+    dp_sha256 h;
+    dp_sha256_init(&h);
+    static uint8_t buf[1 << 16];
+    bool ok = true;
+    for (uint64_t off = 0; off < n && ok;) {
+        const size_t k = n - off < sizeof(buf) ? (size_t)(n - off) : sizeof(buf);
+        ok = dp_file_pread(&f, buf, k, off, &err) == DP_OK;
+        if (ok) dp_sha256_update(&h, buf, k);
+        off += k;
+    }
+    dp_file_close(&f, NULL);
+    char hex[65];
+    sha_hex_of(&h, hex);
+    return ok && !strcmp(hex, sha);
+}
+
+/* outputs.sqlite: opened (created) for this job; refused when it belongs to another model or
+ * schema. A crash between the database's commit and checkpoint.json's replacement leaves the
+ * database one commit ahead: when the sinks on disk hold exactly what that newer checkpoint
+ * says (they were synced before the database committed), it becomes the checkpoint. */
+static int open_db(pl_run *r, bool may_adopt) {
+    const job_spec *j = &r->job;
+    if (!j->outputs.sqlite) return 0;
+    dp_err err = {0};
+    dp_stat_info si = {0};
+    (void)dp_stat(j->model.path, true, &si, NULL);
+    const bool embed = j->task == JOB_TASK_EMBED;
+    char *dd = dir_of(j->outputs.sqlite);
+    dp_status st = dd ? dp_mkdir_p(dd, &err) : DP_ENOMEM;
+    free(dd);
+    if (st) {
+        pl_say(PL_SAY_ERROR, "error", NULL, "outputs.sqlite: %s", dp_err_msg(&err));
+        return pl_exit_for_write(st);
+    }
+    const pl_db_info info = {r->fp.model, j->model.path, si.size, si.mtime_ns, embed ? "embed" : "generate",
+                             embed ? (int32_t)eng_model_get_info(r->model)->n_embd : 0,
+                             embed ? eng_pooling_name(r->pooling) : NULL, embed && j->embedding.normalize};
+    const char *busy = getenv("DOCPIPE_SQLITE_BUSY_MS"); /* (tests: a short wait) */
+    st = pl_db_open(j->outputs.sqlite, &info, busy && atoi(busy) > 0 ? atoi(busy) : DB_BUSY_MS, &r->db, &err);
+    if (st) {
+        pl_say(PL_SAY_ERROR, "error", NULL, "outputs.sqlite: %s", dp_err_msg(&err));
+        return st == DP_EBUSY ? PL_EXIT_TEMPFAIL : st == DP_EFORMAT ? PL_EXIT_CONFIG : pl_exit_for_write(st);
+    }
+    char *stored = NULL;
+    if (!may_adopt || pl_db_stored_checkpoint(r->db, &stored, &err) || !stored) return 0;
+    pl_checkpoint dck;
+    if (!pl_checkpoint_parse(stored, strlen(stored), j->outputs.sqlite, &dck, &err) && dck.commits > r->ck.commits &&
+        !changed(&dck.fp, &r->fp) && !strcmp(dck.results_path, r->ck.results_path) &&
+        prefix_matches(r->results_path, dck.results_bytes, dck.results_sha256) &&
+        prefix_matches(r->errors_path, dck.errors_bytes, dck.errors_sha256) &&
+        prefix_matches(r->ledger_path, dck.ledger_bytes, dck.ledger_sha256) &&
+        (!r->inter_path || prefix_matches(r->inter_path, dck.inter_bytes, dck.inter_sha256))) {
+        if ((st = pl_checkpoint_write(r->checkpoint_path, &dck, &err))) {
+            pl_checkpoint_free(&dck);
+            free(stored);
+            pl_say(PL_SAY_ERROR, "error", NULL, "%s", dp_err_msg(&err));
+            return pl_exit_for_write(st);
+        }
+        pl_say(PL_SAY_INFO, "checkpoint", NULL, "%s holds a newer commit than %s (the last run stopped between the "
+               "two): resuming from it", j->outputs.sqlite, r->checkpoint_path);
+        pl_checkpoint_free(&r->ck);
+        r->ck = dck;
+    } else {
+        pl_checkpoint_free(&dck);
+    }
+    free(stored);
+    return 0;
+}
+
 static int open_state(pl_run *r, bool restart_requested) {
     dp_err err = {0};
     const job_spec *j = &r->job;
@@ -387,6 +471,7 @@ static int open_state(pl_run *r, bool restart_requested) {
                 dp_err_msg(&err));
         return st == DP_EFORMAT ? PL_EXIT_DATAERR : PL_EXIT_IOERR;
     }
+    if ((rc = open_db(r, st == DP_OK && !restart_requested))) return rc;
     if (st == DP_ENOENT) {
         /* fresh: the checkpoint comes first, so a crash before the outputs exist is resumable */
         pl_checkpoint_free(&r->ck);
@@ -572,7 +657,8 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
         free(r);
         return rc;
     }
-    if ((rc = open_state(r, o->restart)) || (rc = open_model(r, o))) {
+    /* the model first: the database sink needs its dimension before the state is opened */
+    if ((rc = open_model(r, o)) || (rc = open_state(r, o->restart))) {
         pl_run_metrics(r, rc);
         pl_run_free(r);
         free(r);

@@ -24,6 +24,7 @@
 #include "queue.h"
 #include "run.h"
 #include "sink.h"
+#include "sqlite_sink.h"
 #include "state.h"
 
 /* Where a chunk lies in its document: what a per-chunk record carries so that it stands on its
@@ -129,6 +130,7 @@ typedef struct pl_run {
     pl_ledger *ledger;
     pl_checkpoint ck;
     pl_sink results, errors, ledger_sink;
+    pl_db *db;                  /* outputs.sqlite, or NULL */
     dp_file lock;
     /* stages */
     pl_queue *q_docs, *q_items, *q_done;

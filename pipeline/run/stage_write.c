@@ -18,6 +18,8 @@
 #include "run_internal.h"
 #include "sha256.h"
 #include "sink.h"
+#include "say.h"
+#include "utf8.h"
 
 #define COMMIT_RECORDS 256
 #define COMMIT_MS 2000
@@ -81,9 +83,61 @@ static dp_status write_doc_file(writer *w, const pl_unit *u, const char *content
     return st;
 }
 
+/* A result's text as SQLite TEXT wants it: valid UTF-8 (malloc'ed; NULL out of memory). */
+static char *utf8_copy(const char *s, size_t n, size_t *len) {
+    uint8_t *o = malloc(3 * n + 1);
+    if (!o) return NULL;
+    *len = dp_utf8_repair((const uint8_t *)(s ? s : ""), s ? n : 0, o, NULL);
+    o[*len] = 0;
+    return (char *)o;
+}
+
+/* outputs.sqlite: the document with its chunks (and vectors) and results, replacing what the
+ * database held for its path, in the transaction the next commit ends. */
+static dp_status db_put(writer *w, const pl_unit *u) {
+    pl_run *r = w->r;
+    const bool embed = r->job.task == JOB_TASK_EMBED;
+    const char *error = u->err_code;
+    for (size_t i = 0; i < u->n_res && !error; i++) error = u->res[i].err_code;
+    const pl_db_doc doc = {u->path, strncmp(u->sha, "stat:", 5) ? u->sha : "", u->size, u->format, error,
+                           u->n_pages};
+    int64_t doc_id = 0;
+    dp_status st = pl_db_put_document(r->db, &doc, &doc_id, &w->err);
+    for (size_t i = 0; i < u->n_res && !st; i++) {
+        const pl_result *res = &u->res[i];
+        int64_t chunk_id = 0;
+        if (!res->level && res->span.text) {
+            const pl_span *sp = &res->span;
+            json_t *hp = json_array();
+            const char *h = sp->headings;
+            for (int32_t k = 0; k < sp->n_headings; k++, h += strlen(h) + 1) json_array_append_new(hp, json_string(h));
+            char *hs = json_dumps(hp, JSON_COMPACT | JSON_ENCODE_ANY);
+            json_decref(hp);
+            if (!hs) return dp_err_set(&w->err, DP_ENOMEM, "out of memory");
+            const pl_db_chunk c = {res->index, sp->text, sp->len, sp->byte_start, sp->byte_end, sp->line_start,
+                                   sp->line_end, u->n_pages ? res->page_first : 0, u->n_pages ? res->page_last : 0,
+                                   hs, sp->n_tokens, res->vec, res->dim};
+            st = pl_db_put_chunk(r->db, doc_id, &c, &chunk_id, &w->err);
+            free(hs);
+        }
+        if (st || embed) continue; /* an embedding job's result is the chunk's vector */
+        char cid[64];
+        pl_custom_id(r, u, res, cid);
+        size_t len = 0;
+        char *text = res->err_code ? NULL : utf8_copy(res->text, res->len, &len);
+        if (!res->err_code && !text) return dp_err_set(&w->err, DP_ENOMEM, "out of memory");
+        const pl_db_result dr = {cid, chunk_id, res->level ? "reduce" : pl_chunk_stage(r), res->final, text, len,
+                                 res->err_code ? NULL : res->finish, res->err_code, res->n_prompt, res->n_gen};
+        st = pl_db_put_result(r->db, doc_id, &dr, &w->err);
+        free(text);
+    }
+    return st;
+}
+
 static dp_status emit(writer *w, pl_unit *u) {
     pl_run *r = w->r;
     dp_status st = DP_OK;
+    if (u->skipped && r->db && (st = pl_db_seen(r->db, u->path, &w->err))) return st;
     if (u->skipped) {
         dp_mutex_lock(&r->mu);
         r->n_docs_skipped++;
@@ -118,6 +172,7 @@ static dp_status emit(writer *w, pl_unit *u) {
         else n_rec++;
     }
     if (!st && r->job.outputs.per_document_dir) st = write_doc_file(w, u, (const char *)doc.data, doc.len);
+    if (!st && r->db) st = db_put(w, u);
     dp_buf_free(&doc);
     /* an unreadable file has no content hash: it is retried next run rather than remembered */
     if (!st && u->sha[0]) {
@@ -183,6 +238,27 @@ static dp_status commit(writer *w, bool final) {
     pl_sink_sha256(w->ledger, r->ck.ledger_sha256);
     r->ck.complete = final;
     r->ck.work_seconds = r->work_seconds_before + (double)(dp_time_ns() - r->t_work0) / 1e9;
+    r->ck.commits++;
+    if (r->db) {
+        /* the database's COMMIT, holding this checkpoint, is the commit point when there is one;
+         * a complete listing first removes the documents the inputs no longer have */
+        uint64_t gone = 0;
+        if (final && (st = pl_db_sweep(r->db, r->job.outputs.sqlite_keep_deleted, &gone, &w->err))) {
+            r->ck.commits--;
+            return st;
+        }
+        char *js = pl_checkpoint_json(&r->ck);
+        st = js ? pl_db_commit(r->db, js, &w->err) : dp_err_set(&w->err, DP_ENOMEM, "out of memory");
+        free(js);
+        if (st) {
+            r->ck.commits--;
+            return st;
+        }
+        if (gone)
+            pl_say(PL_SAY_INFO, "sqlite", NULL, "%llu document%s no longer in the inputs %s %s",
+                   (unsigned long long)gone, gone == 1 ? "" : "s",
+                   r->job.outputs.sqlite_keep_deleted ? "marked deleted in" : "removed from", r->job.outputs.sqlite);
+    }
     if ((st = pl_checkpoint_write(r->checkpoint_path, &r->ck, &w->err))) return st;
     w->uncommitted = 0;
     w->t_commit = dp_time_ns();

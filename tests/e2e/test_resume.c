@@ -27,6 +27,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sqlite3.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,7 +37,7 @@ typedef struct scenario {
     double golden_s;
 } scenario;
 
-static scenario g_big, g_small, *g_s = &g_big; /* g_s: the scenario verify() and rm_outputs() use */
+static scenario g_big, g_small, g_sql, *g_s = &g_big; /* g_s: the scenario verify() and rm_outputs() use */
 #define g_dir (g_s->dir)
 #define g_job (g_s->job)
 #define g_res (g_s->res)
@@ -109,7 +110,7 @@ static void verify(const char *what) {
 }
 
 /* n documents: most one chunk, every 10th a few chunks (map-reduce), plus one binary file */
-static void make_scenario(scenario *sc, const char *name, int n) {
+static void make_scenario(scenario *sc, const char *name, int n, const char *more_outputs) {
     g_s = sc;
     snprintf(g_dir, sizeof(g_dir), "%s/%s", tu_tmpdir(), name);
     assert_int_equal(e2e_sh("mkdir -p '%s/in/a' '%s/in/b' && cd '%s/in' && for i in $(seq 1 %d); do "
@@ -117,10 +118,11 @@ static void make_scenario(scenario *sc, const char *name, int n) {
                             "done > \"b/doc$i.md\"; else printf 'doc %%s: short note.' $i > \"a/doc$i.txt\"; fi; done && "
                             "printf 'x\\000y' > a/binary.txt", g_dir, g_dir, g_dir, n), 0);
     snprintf(g_job, sizeof(g_job), "%s/job.yaml", g_dir);
-    e2e_write_job(g_job, e2e_model("qwen35"), "in",
-                  "prompts:\n  system: Summarize.\n  template: \"{{filename}} {{chunk_index}}/{{chunk_count}}: {{content}}\"\n"
-                  "generation:\n  max_tokens: 6\n  temperature: 0.7\n  seed: 3\n"
-                  "chunking:\n  overlap: 8\noutputs:\n  jsonl: out/r.jsonl\n");
+    char extra[1024];
+    snprintf(extra, sizeof(extra), "prompts:\n  system: Summarize.\n  template: \"{{filename}} {{chunk_index}}/{{chunk_count}}: {{content}}\"\n"
+             "generation:\n  max_tokens: 6\n  temperature: 0.7\n  seed: 3\n"
+             "chunking:\n  overlap: 8\noutputs:\n  jsonl: out/r.jsonl\n%s", more_outputs);
+    e2e_write_job(g_job, e2e_model("qwen35"), "in", extra);
     snprintf(g_res, sizeof(g_res), "%s/out/r.jsonl", g_dir);
     snprintf(g_err, sizeof(g_err), "%s/out/errors.jsonl", g_dir);
     rm_outputs();
@@ -140,15 +142,16 @@ static void make_scenario(scenario *sc, const char *name, int n) {
 static int setup(void **state) {
     (void)state;
     setenv("DOCPIPE_COMMIT_RECORDS", "8", 1); /* many commits: kills land between them */
-    make_scenario(&g_small, "crash-small", 12);
-    make_scenario(&g_big, "crash", 200);
+    make_scenario(&g_sql, "crash-sqlite", 12, "  sqlite: out/kb.sqlite\n");
+    make_scenario(&g_small, "crash-small", 12, "");
+    make_scenario(&g_big, "crash", 200, "");
     return 0;
 }
 
 static int teardown(void **state) {
     (void)state;
-    scenario *all[2] = {&g_big, &g_small};
-    for (int i = 0; i < 2; i++) {
+    scenario *all[3] = {&g_big, &g_small, &g_sql};
+    for (int i = 0; i < 3; i++) {
         json_decref(all[i]->golden);
         json_decref(all[i]->golden_err);
     }
@@ -215,6 +218,152 @@ static void test_kill_at_every_io_op(void **state) {
     }
     print_message("killed before each of %d I/O operations (stride %d); every resume matched golden\n", k - 1, stride);
     assert_true(k > 20);
+    setenv("DOCPIPE_COMMIT_RECORDS", "8", 1);
+    g_s = &g_big;
+}
+
+/* ---- outputs.sqlite ----------------------------------------------------------------------- */
+
+/* The paths of the documents a checkpoint (JSON text) covers: its ledger's committed lines. */
+static json_t *committed_paths(const char *ck_json) {
+    json_error_t je;
+    json_t *ck = json_loads(ck_json, 0, &je), *paths = json_object();
+    assert_non_null(ck);
+    const json_int_t n = json_integer_value(json_object_get(json_object_get(json_object_get(ck, "sinks"), "ledger"),
+                                                            "bytes"));
+    char lp[4400];
+    snprintf(lp, sizeof(lp), "%s/state/ledger.jsonl", g_dir);
+    FILE *f = fopen(lp, "rb");
+    char *buf = calloc(1, (size_t)n + 1);
+    assert_non_null(buf);
+    if (n) {
+        assert_non_null(f);
+        assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    }
+    if (f) fclose(f);
+    for (char *line = buf, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        assert_non_null(nl); /* committed bytes end with a whole line */
+        *nl = 0;
+        json_t *o = json_loads(line, 0, &je);
+        assert_non_null(o);
+        json_object_set_new(paths, json_string_value(json_object_get(o, "path")), json_true());
+        json_decref(o);
+    }
+    free(buf);
+    json_decref(ck);
+    return paths;
+}
+
+/* After any crash: the database holds exactly the documents its own commit covers (whole: every
+ * one with its chunks), and that commit is checkpoint.json's or the one after it. */
+static void verify_db_committed(const char *what) {
+    char db_path[4400];
+    snprintf(db_path, sizeof(db_path), "%s/out/kb.sqlite", g_dir);
+    if (!e2e_exists(db_path)) return; /* killed before the database was created */
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *q = NULL;
+    char *ck = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT value FROM docpipe_meta WHERE key = 'checkpoint'", -1, &q, NULL) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW)
+        ck = strdup((const char *)sqlite3_column_text(q, 0));
+    sqlite3_finalize(q);
+    json_t *want = ck ? committed_paths(ck) : json_object(), *have = json_object();
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT path, (SELECT count(*) FROM chunks WHERE document_id = d.id), "
+                                            "(SELECT count(*) FROM results WHERE document_id = d.id) FROM documents d",
+                                        -1, &q, NULL), SQLITE_OK);
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        const char *path = (const char *)sqlite3_column_text(q, 0);
+        if (sqlite3_column_int(q, 2) == 0 && !strstr(path, "binary"))
+            fail_msg("%s: %s is in the database without its results", what, path);
+        json_object_set_new(have, path, json_true());
+    }
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    if (!json_equal(want, have))
+        fail_msg("%s: the database holds %zu documents, its commit covers %zu", what, json_object_size(have),
+                 json_object_size(want));
+    if (ck) {
+        char cp[4400];
+        snprintf(cp, sizeof(cp), "%s/state/checkpoint.json", g_dir);
+        json_error_t je;
+        json_t *a = json_loads(ck, 0, &je), *b = json_load_file(cp, 0, &je);
+        const json_int_t da = json_integer_value(json_object_get(a, "commits")),
+                         db_ = json_integer_value(json_object_get(b, "commits"));
+        if (da != db_ && da != db_ + 1)
+            fail_msg("%s: database commit %lld, checkpoint.json commit %lld", what, (long long)da, (long long)db_);
+        json_decref(a);
+        json_decref(b);
+    }
+    json_decref(want);
+    json_decref(have);
+    free(ck);
+}
+
+/* After the resume: every golden result is in the database once, with its text. */
+static void verify_db_complete(const char *what) {
+    char db_path[4400];
+    snprintf(db_path, sizeof(db_path), "%s/out/kb.sqlite", g_dir);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *q = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT custom_id, content FROM results WHERE error IS NULL", -1, &q, NULL),
+                     SQLITE_OK);
+    json_t *t = json_object();
+    while (sqlite3_step(q) == SQLITE_ROW)
+        json_object_set_new(t, (const char *)sqlite3_column_text(q, 0), json_string((const char *)sqlite3_column_text(q, 1)));
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    if (!json_equal(t, g_golden))
+        fail_msg("%s: the database holds %zu results, golden %zu (or other texts)", what, json_object_size(t),
+                 json_object_size(g_golden));
+    json_decref(t);
+}
+
+/* The kill -9 harness for outputs.sqlite: a kill before every durable operation, the database's
+ * commit among them (and a few at random moments); after each, the database holds exactly what its
+ * commit covers, and the resume completes it to golden. */
+static void test_sqlite_exactly_once(void **state) {
+    (void)state;
+    g_s = &g_sql;
+    setenv("DOCPIPE_COMMIT_RECORDS", "2", 1);
+    const char *sv = getenv("DOCPIPE_OP_STRIDE");
+    const int stride = sv && atoi(sv) > 0 ? atoi(sv) : 1;
+    verify_db_complete("golden");
+    int k = 1;
+    for (;; k += stride) {
+        rm_outputs();
+        char fault[64], what[64];
+        snprintf(fault, sizeof(fault), "any:%d:kill", k);
+        int rc = wait_rc(spawn_run(g_job, fault, NULL));
+        if (rc == 3) break;
+        if (rc != 128 + SIGKILL) fail_msg("op %d: exit %d", k, rc);
+        snprintf(what, sizeof(what), "sqlite: kill before I/O op %d", k);
+        verify_db_committed(what);
+        rc = wait_rc(spawn_run(g_job, NULL, NULL));
+        if (rc != 3) fail_msg("%s: the resume exited %d", what, rc);
+        verify(what);
+        verify_db_complete(what);
+    }
+    uint64_t seed = (uint64_t)time(NULL);
+    for (int t = 0; t < 10; t++) {
+        rm_outputs();
+        const double delay = g_golden_s * (double)(tu_rand(&seed) % 1000) / 1000.0;
+        pid_t p = spawn_run(g_job, NULL, NULL);
+        struct timespec ts = {(time_t)delay, (long)((delay - (double)(time_t)delay) * 1e9)};
+        nanosleep(&ts, NULL);
+        kill(p, SIGKILL);
+        wait_rc(p);
+        char what[64];
+        snprintf(what, sizeof(what), "sqlite: random kill %d", t);
+        verify_db_committed(what);
+        assert_int_equal(wait_rc(spawn_run(g_job, NULL, NULL)), 3);
+        verify(what);
+        verify_db_complete(what);
+    }
+    print_message("sqlite: killed before each of %d I/O operations and 10 times at random; the database always held "
+                  "exactly its committed documents\n", k - 1);
     setenv("DOCPIPE_COMMIT_RECORDS", "8", 1);
     g_s = &g_big;
 }
@@ -314,6 +463,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kill9_random),
         cmocka_unit_test(test_kill_at_every_io_op),
+        cmocka_unit_test(test_sqlite_exactly_once),
         cmocka_unit_test(test_signals),
         cmocka_unit_test(test_lock),
         cmocka_unit_test(test_disk_full_tmpfs),

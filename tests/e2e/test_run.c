@@ -13,6 +13,7 @@
 
 #include <fcntl.h>
 #include <math.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -808,6 +809,110 @@ static void test_embed_job_matches_llama(void **state) {
     json_decref(refs);
 }
 
+/* One integer from the database at path (a one-row, one-column query). */
+static long long db_int(const char *path, const char *sql) {
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    long long v = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return v;
+}
+
+/* outputs.sqlite stays current (issue 36): a changed document's chunks and vectors are replaced,
+ * a deleted one is removed (or marked with sqlite_keep_deleted), the FTS index follows; a
+ * database of another model or schema, or one locked by another process, is refused with
+ * nothing changed. */
+static void test_sqlite_sink(void **state) {
+    (void)state;
+    char d[4096], job[4400], db[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("sqlite"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && cd '%s/in' && printf '# Alpha\\nThe walrus sleeps on ice.\\n' > a.md && "
+                            "printf 'The heron waits in the reeds.\\n' > b.txt && "
+                            "printf 'The otter floats on its back.\\n' > c.txt", d, d), 0);
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    snprintf(db, sizeof(db), "%s/out/kb.sqlite", d);
+    char head[4200];
+    snprintf(head, sizeof(head), "task: embed\nmodel:\n  path: %s\n  context: 256\n  max_sequences: 2\n  threads: 2\n"
+             "inputs:\n  - path: in\nchunking:\n  max_tokens: 64\n  overlap: 8\noutputs:\n  jsonl: out/e.jsonl\n"
+             "  sqlite: out/kb.sqlite\n", e2e_model("qwen3"));
+    tu_write_file(job, head, strlen(head));
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM documents WHERE status = 'ok'"), 3);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM chunks"), 3);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM embeddings e JOIN chunks c ON c.id = e.chunk_id"), 3);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM chunks WHERE heading_path = '[\"Alpha\"]'"), 1);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'walrus'"), 1);
+    assert_int_equal(db_int(db, "SELECT user_version FROM pragma_user_version"), 1);
+    const long long dim = db_int(db, "SELECT value FROM docpipe_meta WHERE key = 'dimension'");
+    assert_int_equal(db_int(db, "SELECT min(length(vector)) FROM embeddings"), 4 * dim);
+    /* a.md changes, b.txt goes, d.txt comes */
+    assert_int_equal(e2e_sh("cd '%s/in' && printf '# Beta\\nThe puffin dives for fish.\\n' > a.md && rm b.txt && "
+                            "printf 'The lynx hunts at dusk.\\n' > d.txt", d), 0);
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM documents"), 3);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM documents WHERE path LIKE '%b.txt'"), 0);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM chunks"), 3);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM embeddings"), 3);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'walrus OR heron'"), 0);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'puffin'"), 1);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM chunks WHERE heading_path = '[\"Beta\"]'"), 1);
+    /* kept, marked deleted, with the option */
+    char keep[4400];
+    snprintf(keep, sizeof(keep), "%s  sqlite_keep_deleted: true\n", head);
+    tu_write_file(job, keep, strlen(keep));
+    assert_int_equal(e2e_sh("rm '%s/in/c.txt'", d), 0);
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM documents WHERE status = 'deleted' AND path LIKE '%c.txt'"), 1);
+    /* the sqlite3 shell reads it as it stands */
+    if (e2e_sh("command -v sqlite3 >/dev/null 2>&1") == 0)
+        assert_int_equal(e2e_sh("test \"$(sqlite3 '%s' \"SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'lynx'\")\" = 1",
+                                db), 0);
+    /* another embedding model: refused, nothing changed */
+    assert_int_equal(e2e_sh("cp '%s' '%s.before'", db, db), 0);
+    char other[4400];
+    snprintf(other, sizeof(other), "%s/other.yaml", d);
+    char body[4200];
+    snprintf(body, sizeof(body), "task: embed\nmodel:\n  path: %s\n  context: 256\ninputs:\n  - path: in\noutputs:\n"
+             "  jsonl: out2/e.jsonl\n  sqlite: out/kb.sqlite\nstate_dir: state2\n", e2e_model("qwen2"));
+    tu_write_file(other, body, strlen(body));
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", other), 78);
+    assert_non_null(strstr(tu_last_stderr(), "another embedding model"));
+    assert_int_equal(e2e_sh("cmp -s '%s' '%s.before'", db, db), 0);
+    /* another schema version: refused */
+    assert_int_equal(e2e_sh("cp '%s.before' '%s/old.sqlite'", db, d), 0);
+    {
+        char old[4400];
+        snprintf(old, sizeof(old), "%s/old.sqlite", d);
+        sqlite3 *h = NULL;
+        assert_int_equal(sqlite3_open(old, &h), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(h, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(h);
+        snprintf(other, sizeof(other), "%s/old.yaml", d);
+        char b2[4300];
+        snprintf(b2, sizeof(b2), "task: embed\nmodel:\n  path: %s\n  context: 256\ninputs:\n  - path: in\noutputs:\n"
+                 "  jsonl: out3/e.jsonl\n  sqlite: old.sqlite\nstate_dir: state3\n", e2e_model("qwen3"));
+        tu_write_file(other, b2, strlen(b2));
+        assert_int_equal(tu_run(NULL, "run '%s' --quiet", other), 78);
+        assert_non_null(strstr(tu_last_stderr(), "schema version 99"));
+    }
+    /* locked by another process past the timeout: exit 75, nothing written */
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(e2e_sh("printf 'The crane stands still.\\n' > '%s/in/e.txt'", d), 0);
+    setenv("DOCPIPE_SQLITE_BUSY_MS", "300", 1);
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 75);
+    unsetenv("DOCPIPE_SQLITE_BUSY_MS");
+    assert_non_null(strstr(tu_last_stderr(), "locked by another process"));
+    sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(h);
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    assert_int_equal(db_int(db, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'crane'"), 1);
+}
+
 static void test_disk_error_then_resume(void **state) {
     (void)state;
     char d[4096];
@@ -1005,6 +1110,7 @@ int main(void) {
         cmocka_unit_test(test_pdf_documents),
         cmocka_unit_test(test_chunk_records),
         cmocka_unit_test(test_embed_job_matches_llama),
+        cmocka_unit_test(test_sqlite_sink),
         cmocka_unit_test(test_log_lines),
         cmocka_unit_test(test_intermediate_file),
         cmocka_unit_test(test_converters),
