@@ -414,6 +414,14 @@ bool eng_pooling_parse(const char *s, eng_pooling *out);
  * the engine does not implement (rank). */
 eng_pooling eng_model_pooling(const eng_model *m, eng_pooling fallback);
 
+/* Ranking stored embeddings: scores of many vectors against one query, with this CPU's SIMD dot
+ * product over a pool of threads (n_threads 0 = all CPUs). */
+typedef struct eng_scorer eng_scorer;
+dp_status eng_scorer_new(int n_threads, eng_scorer **out, dp_err *err);
+/* scores[i] = q . rows[i * dim ..] for i < n (rows contiguous, row-major). */
+void eng_scorer_dot(eng_scorer *s, const float *q, const float *rows, size_t n, int dim, float *scores);
+void eng_scorer_free(eng_scorer *s);
+
 /* Positions per KV cache block: the unit the paged cache allocates and shares. */
 #define ENG_KV_BLOCK 256
 

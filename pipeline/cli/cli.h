@@ -10,6 +10,7 @@ int pl_cmd_quantize(int argc, char **argv);
 int pl_cmd_make_test_model(int argc, char **argv);
 int pl_cmd_tokenize(int argc, char **argv);
 int pl_cmd_embed(int argc, char **argv);
+int pl_cmd_query(int argc, char **argv);
 int pl_cmd_eval(int argc, char **argv);
 int pl_cmd_perplexity(int argc, char **argv);
 int pl_cmd_generate(int argc, char **argv);

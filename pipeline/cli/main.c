@@ -69,6 +69,7 @@ static const command k_commands[] = {
     {"inspect", pl_cmd_inspect},   {"quantize", pl_cmd_quantize}, {"make-test-model", pl_cmd_make_test_model},
     {"tokenize", pl_cmd_tokenize}, {"eval", pl_cmd_eval},         {"perplexity", pl_cmd_perplexity},
     {"generate", pl_cmd_generate}, {"bench", pl_cmd_bench},       {"embed", pl_cmd_embed},
+    {"query", pl_cmd_query},
 };
 
 static const command *find_command(const char *name) {

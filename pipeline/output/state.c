@@ -334,6 +334,20 @@ dp_status pl_manifest_shards(const char *path, uint32_t *n, dp_err *err) {
 
 /* ---- Model hash cache ------------------------------------------------------------------- */
 
+dp_status pl_file_sha256(const char *path, char out[65], dp_err *err) {
+    dp_map m;
+    dp_status st = dp_map_open(&m, path, err);
+    if (st) return st;
+    uint8_t d[32];
+    dp_sha256 h;
+    dp_sha256_init(&h);
+    dp_sha256_update(&h, m.data, m.size);
+    dp_sha256_final(&h, d);
+    dp_map_close(&m);
+    dp_sha256_hex(d, out);
+    return DP_OK;
+}
+
 dp_status pl_model_sha256(const char *model_path, const char *state_dir, char out[65], dp_err *err) {
     dp_stat_info si;
     dp_status st = dp_stat(model_path, true, &si, err);
@@ -353,15 +367,7 @@ dp_status pl_model_sha256(const char *model_path, const char *state_dir, char ou
         free(data);
         if (hit) return DP_OK;
     }
-    dp_map m;
-    if ((st = dp_map_open(&m, model_path, err))) return st;
-    uint8_t d[32];
-    dp_sha256 h;
-    dp_sha256_init(&h);
-    dp_sha256_update(&h, m.data, m.size);
-    dp_sha256_final(&h, d);
-    dp_map_close(&m);
-    dp_sha256_hex(d, out);
+    if ((st = pl_file_sha256(model_path, out, err))) return st;
     json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:s}", "path", model_path, "size", (json_int_t)si.size, "ino",
                           (json_int_t)si.ino, "dev", (json_int_t)si.dev, "mtime_ns", (json_int_t)si.mtime_ns,
                           "sha256", out);

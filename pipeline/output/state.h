@@ -75,6 +75,8 @@ char *pl_ledger_line(const char *path, const char *sha256, bool ok, int64_t reco
  * when there is none. */
 dp_status pl_manifest_shards(const char *path, uint32_t *n, dp_err *err);
 
+/* The sha256 of a file's bytes (hex). */
+dp_status pl_file_sha256(const char *path, char out[65], dp_err *err);
 /* The sha256 of the model file, from state_dir's cache when size, mtime and inode still match. */
 dp_status pl_model_sha256(const char *model_path, const char *state_dir, char out[65], dp_err *err);
 

@@ -850,7 +850,7 @@ static void test_sqlite_sink(void **state) {
     assert_int_equal(db_int(db, "SELECT min(length(vector)) FROM embeddings"), 4 * dim);
     /* a.md changes, b.txt goes, d.txt comes */
     assert_int_equal(e2e_sh("cd '%s/in' && printf '# Beta\\nThe puffin dives for fish.\\n' > a.md && rm b.txt && "
-                            "printf 'The lynx hunts at dusk.\\n' > d.txt", d), 0);
+                            "printf 'The lynx hunts at dusk.' > d.txt", d), 0);
     assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
     assert_int_equal(db_int(db, "SELECT count(*) FROM documents"), 3);
     assert_int_equal(db_int(db, "SELECT count(*) FROM documents WHERE path LIKE '%b.txt'"), 0);
@@ -859,6 +859,35 @@ static void test_sqlite_sink(void **state) {
     assert_int_equal(db_int(db, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'walrus OR heron'"), 0);
     assert_int_equal(db_int(db, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'puffin'"), 1);
     assert_int_equal(db_int(db, "SELECT count(*) FROM chunks WHERE heading_path = '[\"Beta\"]'"), 1);
+    /* docpipe query: a chunk's own text finds it first at cosine 1 (the same tokens give the same
+     * vector); --hybrid puts the one chunk with a rare word first; another model is refused */
+    char *out = NULL;
+    assert_int_equal(tu_run(&out, "query '%s' 'The lynx hunts at dusk.' --json -k 2", db), 0);
+    json_error_t je;
+    json_t *q = json_loads(out, 0, &je);
+    assert_non_null(q);
+    json_t *top = json_array_get(json_object_get(q, "results"), 0);
+    assert_int_equal(json_array_size(json_object_get(q, "results")), 2);
+    assert_non_null(strstr(json_string_value(json_object_get(top, "path")), "d.txt"));
+    assert_true(json_number_value(json_object_get(top, "cosine")) > 0.9999);
+    assert_int_equal(json_integer_value(json_object_get(top, "line_start")), 1);
+    json_decref(q);
+    free(out);
+    out = NULL;
+    assert_int_equal(tu_run(&out, "query '%s' 'where is the otter' --hybrid --json", db), 0);
+    q = json_loads(out, 0, &je);
+    assert_non_null(q);
+    top = json_array_get(json_object_get(q, "results"), 0);
+    assert_non_null(strstr(json_string_value(json_object_get(top, "path")), "c.txt"));
+    assert_int_equal(json_integer_value(json_object_get(top, "text_rank")), 1);
+    json_decref(q);
+    free(out);
+    out = NULL;
+    assert_int_equal(tu_run(&out, "query '%s' 'The lynx' -k 1", db), 0); /* the text form */
+    assert_non_null(strstr(out, "1. "));
+    free(out);
+    assert_int_equal(tu_run(NULL, "query '%s' 'lynx' -m '%s'", db, e2e_model("qwen2")), 78);
+    assert_non_null(strstr(tu_last_stderr(), "not the model"));
     /* kept, marked deleted, with the option */
     char keep[4400];
     snprintf(keep, sizeof(keep), "%s  sqlite_keep_deleted: true\n", head);
