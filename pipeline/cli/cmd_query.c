@@ -120,7 +120,12 @@ static void print_hit(const hit *h, const pl_db_hit *c, size_t rank, bool hybrid
     printf("%zu. %s:%d-%d", rank, c->path, c->line_start, c->line_end);
     if (c->page_start) printf(" (page %d-%d)", c->page_start, c->page_end);
     printf("  score %.4f", h->score);
-    if (hybrid) printf(" (cosine %.4f, vector #%d, text #%d)", (double)h->cosine, h->vec_rank, h->text_rank);
+    if (hybrid) {
+        printf(" (cosine %.4f, vector ", (double)h->cosine);
+        printf(h->vec_rank ? "#%d" : "-", h->vec_rank);
+        printf(", text ");
+        printf(h->text_rank ? "#%d)" : "-)", h->text_rank);
+    }
     printf("\n");
     if (json_array_size(hp)) {
         printf("   ");

@@ -28,7 +28,7 @@ int e2e_sh(const char *fmt, ...);
 bool e2e_exists(const char *path);
 /* Checks every record: valid shape, meta fields, and prompt_tokens + max_tokens <= context. */
 void e2e_check_records(json_t *recs, int context, int max_tokens);
-/* custom_id -> text of every result, for comparing runs. */
+/* custom_id -> text of every result (an embedding result: its data array), for comparing runs. */
 json_t *e2e_texts(json_t *recs);
 
 #endif /* DP_E2EUTIL_H */
