@@ -8,6 +8,7 @@
  * context_length_exceeded record. Every request's full prompt is re-counted before it leaves:
  * nothing above the context ever reaches the engine.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,18 @@ static dp_status make_span(const pl_doc *d, const pl_chunk *c, line_cursor *ls, 
     return DP_OK;
 }
 
+/* A chunk of nothing but white space (a long run of blank lines, form feeds between empty pages)
+ * says nothing to a model or an index: it is left out, and the chunks are numbered without it. */
+static void drop_blank(const char *text, pl_chunks *ch) {
+    size_t w = 0;
+    for (size_t k = 0; k < ch->n; k++) {
+        bool blank = true;
+        for (size_t i = ch->v[k].start; i < ch->v[k].end && blank; i++) blank = strchr(" \t\r\n\f\v", text[i]) != NULL;
+        if (!blank) ch->v[w++] = ch->v[k];
+    }
+    ch->n = w;
+}
+
 /* false: stop (the run is stopping or failed) */
 static bool chunk_doc(pl_run *r, eng_tok_ws *ws, pl_doc *d) {
     pl_unit *u = d->u;
@@ -162,7 +175,9 @@ static bool chunk_doc(pl_run *r, eng_tok_ws *ws, pl_doc *d) {
     if (!u->err_code) {
         int32_t overlap = (int32_t)r->job.chunking.overlap;
         if (overlap >= budget / 2) overlap = budget / 2 - 1;
-        if (pl_chunk_text(r->tok, ws, d->text.text, d->text.len, budget, overlap, &ch, &err))
+        const dp_status cs = pl_chunk_text(r->tok, ws, d->text.text, d->text.len, budget, overlap, &ch, &err);
+        if (!cs) drop_blank(d->text.text, &ch);
+        if (cs)
             doc_fail(u, "chunking_failed", dp_err_msg(&err));
         else if (ch.n == 0)
             doc_fail(u, "empty_document", "the document has no text");

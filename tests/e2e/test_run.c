@@ -673,6 +673,15 @@ static void test_chunk_records(void **state) {
                        "<h2>On call</h2><p>Who answers pages at night, and how fast.</p></body></html>";
     snprintf(path, sizeof(path), "%s/in/handbook.html", d);
     tu_write_file(path, html, strlen(html));
+    /* a long run of blank lines between two paragraphs: no chunk of white space alone */
+    dp_buf gap;
+    dp_buf_init(&gap, 1 << 20);
+    dp_buf_printf(&gap, "Alpha paragraph about the first topic.\n");
+    for (int i = 0; i < 3000; i++) dp_buf_printf(&gap, " \t \n");
+    dp_buf_printf(&gap, "Omega paragraph about the last topic.\n");
+    snprintf(path, sizeof(path), "%s/in/gap.txt", d);
+    tu_write_file(path, gap.data, gap.len);
+    dp_buf_free(&gap);
     snprintf(job, sizeof(job), "%s/job.yaml", d);
     e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 2\n"
                   "chunking:\n  mode: per-chunk\n  max_tokens: 48\n  overlap: 8\noutputs:\n  jsonl: out/r.jsonl\n");
@@ -681,7 +690,8 @@ static void test_chunk_records(void **state) {
     json_t *r = e2e_load_records(path, NULL);
     const char *cid;
     json_t *o;
-    size_t n_md = 0, n_html = 0;
+    size_t n_md = 0, n_html = 0, n_gap = 0;
+    json_int_t gap_count = 0;
     json_object_foreach(r, cid, o) {
         json_t *m = json_object_get(o, "meta");
         const char *src = json_string_value(json_object_get(m, "source_path"));
@@ -698,6 +708,12 @@ static void test_chunk_records(void **state) {
         for (size_t i = 0; i < json_array_size(hp); i++)
             snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", i ? "/" : "",
                      json_string_value(json_array_get(hp, i)));
+        if (!strcmp(src, "in/gap.txt")) {
+            n_gap++;
+            if (strspn(text, " \t\r\n") == strlen(text)) fail_msg("%s: a chunk of white space alone", cid);
+            gap_count = json_integer_value(json_object_get(m, "chunk_count"));
+            continue;
+        }
         if (!strcmp(src, "in/guide.md")) {
             n_md++;
             assert_true(b <= md.len);
@@ -725,6 +741,8 @@ static void test_chunk_records(void **state) {
     }
     assert_true(n_md >= 5);
     assert_true(n_html >= 1);
+    assert_true(n_gap >= 2);
+    assert_int_equal(gap_count, (json_int_t)n_gap); /* numbered without the blank ones */
     dp_buf_free(&md);
     json_decref(r);
 }
