@@ -61,6 +61,8 @@ typedef struct job_spec {
         int64_t max_tokens, top_k, seed, repeat_last_n;
         double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
         bool thinking;
+        char **stop;         /* stop strings (OpenAI's: generation ends before one; it is not kept) */
+        size_t n_stop;
     } generation;
     struct {                 /* task: embed */
         job_pooling pooling;

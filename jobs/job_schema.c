@@ -35,6 +35,10 @@ typedef struct field {
 } field;
 
 #define S(m) offsetof(job_spec, m)
+_Static_assert(offsetof(job_input, n_include) == offsetof(job_input, include) + sizeof(char **), "list, count");
+_Static_assert(offsetof(job_input, n_exclude) == offsetof(job_input, exclude) + sizeof(char **), "list, count");
+_Static_assert(offsetof(job_spec, generation.n_stop) == offsetof(job_spec, generation.stop) + sizeof(char **),
+               "list, count");
 #define I(m) offsetof(job_input, m)
 
 static const field k_fields[] = {
@@ -65,6 +69,7 @@ static const field k_fields[] = {
     {"generation", "frequency_penalty", F_FLOAT, S(generation.frequency_penalty), false, "0", -2, 2, NULL},
     {"generation", "seed", F_INT, S(generation.seed), false, "42", 0, 4294967295.0, NULL},
     {"generation", "thinking", F_BOOL, S(generation.thinking), false, "false", 0, 0, NULL},
+    {"generation", "stop", F_STRLIST, S(generation.stop), false, NULL, 0, 16, NULL},
     {"chunking", "max_tokens", F_INT, S(chunking.max_tokens), false, "0", 0, 1048576, NULL},
     {"chunking", "overlap", F_INT, S(chunking.overlap), false, "64", 0, 65536, NULL},
     {"chunking", "mode", F_ENUM, S(chunking.mode), false, "map-reduce", 0, 0, "map-reduce|per-chunk"},
@@ -254,21 +259,24 @@ static dp_status check_template(ctx *c, const field *f, const job_node *n) {
 static dp_status set_field(ctx *c, const field *f, const job_node *n, uint8_t *base, bool is_default) {
     void *dst = base + f->off;
     if (f->type == F_STRLIST) {
+        /* a list field is followed by its count (char **x; size_t n_x;) */
         char ***list = dst;
-        size_t *count = (size_t *)(base + f->off + (f->off == I(include) ? offsetof(job_input, n_include) -
-                                                                          offsetof(job_input, include)
-                                                                        : offsetof(job_input, n_exclude) -
-                                                                          offsetof(job_input, exclude)));
+        size_t *count = (size_t *)(base + f->off + sizeof(char **));
+        const bool globs = !strcmp(f->section, "inputs[]");
         const job_node *const *items = &n;
         size_t k = 1;
         if (n->kind == JOB_NODE_SEQ) items = (const job_node *const *)n->items, k = n->n;
         else if (n->kind != JOB_NODE_SCALAR)
-            return fail(c, n, "%s.%s must be a list of glob patterns, not %s", f->section, f->key, kind_name(n));
+            return fail(c, n, "%s.%s must be a list of %s, not %s", f->section, f->key,
+                        globs ? "glob patterns" : "strings", kind_name(n));
+        if (f->max > 0 && (double)k > f->max)
+            return fail(c, n, "%s.%s has %zu entries; at most %g", f->section, f->key, k, f->max);
         *list = calloc(k ? k : 1, sizeof(char *));
         if (!*list) return dp_err_set(c->err, DP_ENOMEM, "out of memory");
         for (size_t i = 0; i < k; i++) {
             if (items[i]->kind != JOB_NODE_SCALAR || !items[i]->len)
-                return fail(c, items[i], "%s.%s: each entry must be a non-empty glob pattern", f->section, f->key);
+                return fail(c, items[i], "%s.%s: each entry must be a non-empty %s", f->section, f->key,
+                            globs ? "glob pattern" : "string");
             (*list)[i] = dupstr(items[i]->text, items[i]->len);
             *count = i + 1;
         }
@@ -721,6 +729,7 @@ void job_spec_free(job_spec *j) {
     free(j->prompts.template_);
     free(j->prompts.reduce_template);
     free(j->embedding.instruction);
+    free_list(j->generation.stop, j->generation.n_stop);
     free(j->outputs.jsonl);
     free(j->outputs.per_document_dir);
     free(j->outputs.metrics);

@@ -46,6 +46,7 @@ typedef struct req {
     float *vecs;              /* [n_inputs][n_embd] */
     size_t next, n_done;      /* inputs handed to a sequence, and embedded */
     int32_t n_tokens;
+    bool thinking;            /* a chat request rendered with thinking on: reasoning_content apart */
     char *err_code, *err_msg; /* set when the request is refused */
 } req;
 
@@ -103,6 +104,7 @@ static req *parse_request(const eng_model *m, const char *line, size_t len, int 
         size_t (*spans)[2] = calloc(r->b.n_msgs ? r->b.n_msgs : 1, sizeof(*spans));
         /* the request's own enable_thinking wins over --think */
         const bool t = r->b.think >= 0 ? r->b.think == 1 : think;
+        r->thinking = t;
         st = spans ? eng_chat_render_spans(eng_model_chat_kind(m), r->b.msgs, r->b.n_msgs, true, t, &b, spans, &err)
                    : dp_err_set(&err, DP_ENOMEM, "out of memory");
         const char *d = (const char *)b.data;
@@ -246,7 +248,7 @@ static void write_result(void *cb, const pl_gen_out *g) {
         return;
     }
     pl_completion c = {r->b.custom_id, r->b.model ? r->b.model : br->model, br->fingerprint, r->b.chat, g->text,
-                       g->len, g->finish, g->n_prompt, g->n_gen, dp_time_wall()};
+                       g->len, g->finish, g->n_prompt, g->n_gen, dp_time_wall(), r->thinking};
     write_response(br, r, pl_completion_response(&c));
 }
 

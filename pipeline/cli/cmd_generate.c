@@ -4,12 +4,13 @@
  *   docpipe generate -m MODEL (-p PROMPT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P]
  *                    [--min-p P] [--repeat-penalty R] [--presence-penalty P]
  *                    [--frequency-penalty F] [-s SEED] [--chat] [--system S] [--think]
- *                    [-c N] [-t N] [--device cpu|auto|cuda] [--exact]
+ *                    [-c N] [-t N] [--device cpu|auto|cuda] [--exact] [--stop STR ...]
  *
  * With --chat the prompt is the user message of a ChatML conversation rendered for the
  * model's template family, thinking off unless --think (model-formats.md §6). Generation stops at
- * an end-of-generation token or after -n tokens. Text streams to stdout as complete UTF-8;
- * a timing line goes to stderr.
+ * an end-of-generation token, at a stop string (OpenAI's rule: the text ends before it, the
+ * string is not printed) or after -n tokens. Text streams to stdout as complete UTF-8, the last
+ * few bytes held back while they could still begin a stop string; a timing line goes to stderr.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +37,24 @@ static bool parse_f(const char *opt, const char *v, float *out) {
     return true;
 }
 
+#define MAX_STOP 16
+
+/* Where the earliest stop string occurs in t[0..n), looking only where one could have been
+ * completed by the bytes from `from` on; n when none. */
+static size_t find_stop(const char *t, size_t n, size_t from, const char *const *stop, size_t n_stop) {
+    size_t at = n;
+    for (size_t q = 0; q < n_stop; q++) {
+        const size_t sl = strlen(stop[q]);
+        for (size_t i = from >= sl ? from - sl + 1 : 0; i + sl <= n && i < at; i++)
+            if (!memcmp(t + i, stop[q], sl)) at = i;
+    }
+    return at;
+}
+
 int pl_cmd_generate(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *file = NULL, *system = NULL;
+    const char *stop[MAX_STOP];
+    size_t n_stop = 0, hold = 0;
     uint32_t n_pred = 128, n_ctx = 4096, threads = 0, seed = 0xFFFFFFFFu;
     int device = DP_DEVICE_AUTO;
     bool chat = false, think = false, exact = false;
@@ -64,7 +81,14 @@ int pl_cmd_generate(int argc, char **argv) {
         else if (!strcmp(o, "--presence-penalty")) ok = parse_f(o, v, &sp.presence_penalty);
         else if (!strcmp(o, "--frequency-penalty")) ok = parse_f(o, v, &sp.frequency_penalty);
         else if (!strcmp(o, "--device")) ok = pl_parse_device(v, &device);
-        else {
+        else if (!strcmp(o, "--stop")) {
+            if ((ok = v && *v && n_stop < MAX_STOP)) {
+                stop[n_stop++] = v;
+                if (strlen(v) > hold) hold = strlen(v);
+            } else {
+                fprintf(stderr, "docpipe generate: --stop takes a non-empty string, at most %d of them\n", MAX_STOP);
+            }
+        } else {
             takes = false;
             if (!strcmp(o, "--chat")) chat = true;
             else if (!strcmp(o, "--think")) think = true;
@@ -149,17 +173,42 @@ int pl_cmd_generate(int argc, char **argv) {
     eng_detok d = {0};
     uint8_t buf[1024];
     uint32_t n_gen = 0;
+    dp_buf out; /* the text so far: a stop string can span tokens */
+    dp_buf_init(&out, (size_t)1 << 30);
+    size_t printed = 0, stop_at = SIZE_MAX;
     for (; n_gen < n_pred && ids.n + n_gen < n_ctx; n_gen++) {
         int32_t next = eng_sampler_sample(smp, eng_get_logits(c, 0));
         if (eng_token_is_eog(tok, next)) break;
         eng_sampler_accept(smp, next);
         size_t k = eng_detok_push(tok, &d, next, false, buf, sizeof(buf));
-        fwrite(buf, 1, k, stdout);
-        fflush(stdout);
-        if (eng_decode_sequence(c, 0, &next, 1, (int32_t)(ids.n + n_gen), &err)) goto decode_fail;
+        const size_t before = out.len;
+        dp_buf_append(&out, buf, k);
+        const size_t at = n_stop ? find_stop((const char *)out.data, out.len, before, stop, n_stop) : out.len;
+        if (at < out.len) {
+            stop_at = at;
+            n_gen++;
+            break;
+        }
+        /* print what can no longer be the start of a stop string */
+        const size_t safe = out.len > hold ? out.len - (hold ? hold - 1 : 0) : 0;
+        if (safe > printed) {
+            fwrite(out.data + printed, 1, safe - printed, stdout);
+            fflush(stdout);
+            printed = safe;
+        }
+        if (eng_decode_sequence(c, 0, &next, 1, (int32_t)(ids.n + n_gen), &err)) {
+            dp_buf_free(&out);
+            goto decode_fail;
+        }
     }
-    size_t k = eng_detok_flush(&d, buf);
-    fwrite(buf, 1, k, stdout);
+    if (stop_at == SIZE_MAX) {
+        size_t k = eng_detok_flush(&d, buf);
+        dp_buf_append(&out, buf, k);
+        const size_t at = n_stop ? find_stop((const char *)out.data, out.len, printed, stop, n_stop) : out.len;
+        stop_at = at;
+    }
+    if (stop_at > printed) fwrite(out.data + printed, 1, stop_at - printed, stdout);
+    dp_buf_free(&out);
     putchar('\n');
     const double tg_s = (double)(dp_time_ns() - t1) / 1e9;
     fprintf(stderr, "generate: %s | load %.2f s | prompt %zu tokens, %.2f tok/s | generated %u tokens, %.2f tok/s | seed %u\n",
@@ -178,6 +227,7 @@ done:
     return rc;
 usage:
     fprintf(stderr, "usage: docpipe generate -m MODEL.gguf (-p PROMPT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P]\n"
-                    "       [--min-p P] [--repeat-penalty R] [-s SEED] [--chat] [--system S] [--think] [-c N] [-t N]\n");
+                    "       [--min-p P] [--repeat-penalty R] [-s SEED] [--chat] [--system S] [--think] [-c N] [-t N]\n"
+                    "       [--stop STR ...]\n");
     return PL_EXIT_USAGE;
 }

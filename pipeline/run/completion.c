@@ -96,22 +96,61 @@ json_t *pl_embedding_response(const char *custom_id, const char *model, const fl
     return json_pack("{s:i, s:s, s:o}", "status_code", 200, "request_id", req_id, "body", body);
 }
 
+static bool ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+static const char *find(const char *t, size_t n, size_t from, const char *pat) {
+    const size_t pl = strlen(pat);
+    for (size_t i = from; i + pl <= n; i++)
+        if (!memcmp(t + i, pat, pl)) return t + i;
+    return NULL;
+}
+
+pl_reasoning_split pl_split_reasoning(const char *t, size_t n) {
+    pl_reasoning_split s = {0, 0, 0, n, false};
+    if (!t) return s;
+    size_t a = 0;
+    while (a < n && ws(t[a])) a++;
+    const bool open = n - a >= 7 && !memcmp(t + a, "<think>", 7);
+    const size_t r0 = open ? a + 7 : 0;
+    const char *close = find(t, n, r0, "</think>");
+    if (!close && !open) return s;
+    size_t r1 = close ? (size_t)(close - t) : n, ra = r0;
+    while (ra < r1 && ws(t[ra])) ra++;
+    while (r1 > ra && ws(t[r1 - 1])) r1--;
+    size_t c0 = close ? (size_t)(close - t) + 8 : n;
+    while (c0 < n && ws(t[c0])) c0++;
+    size_t c1 = n;
+    while (c1 > c0 && ws(t[c1 - 1])) c1--;
+    s = (pl_reasoning_split){ra, r1 - ra, c0, c1 - c0, true};
+    return s;
+}
+
+/* t[0..n) as a JSON string, repaired to valid UTF-8 (U+FFFD). */
+static json_t *utf8_string(const char *t, size_t n) {
+    uint8_t *fixed = malloc(3 * n + 1);
+    const size_t fl = fixed ? dp_utf8_repair((const uint8_t *)(t ? t : ""), t ? n : 0, fixed, NULL) : 0;
+    json_t *j = json_stringn(fixed ? (const char *)fixed : "", fl);
+    free(fixed);
+    return j ? j : json_string("");
+}
+
 json_t *pl_completion_response(const pl_completion *c) {
     char when[32], cid[25], req_id[40], body_id[40];
     snprintf(when, sizeof(when), "%lld", (long long)c->created);
     request_id(c->custom_id, c->created, req_id);
     hex_id(nonce(), c->custom_id, when, 12, cid);
     snprintf(body_id, sizeof(body_id), "%s-%s", c->chat ? "chatcmpl" : "cmpl", cid);
-    uint8_t *fixed = malloc(3 * c->len + 1);
-    const size_t fl = fixed ? dp_utf8_repair((const uint8_t *)c->text, c->len, fixed, NULL) : 0;
-    json_t *text = json_stringn(fixed ? (const char *)fixed : "", fl);
-    free(fixed);
+    const pl_reasoning_split sp = c->thinking ? pl_split_reasoning(c->text, c->len)
+                                              : (pl_reasoning_split){0, 0, 0, c->len, false};
+    json_t *text = utf8_string(c->text + sp.c_at, sp.c_len);
     json_t *ch = json_object();
     json_object_set_new(ch, "index", json_integer(0));
     if (c->chat) {
         json_t *msg = json_object();
         json_object_set_new(msg, "role", json_string("assistant"));
         json_object_set_new(msg, "content", text);
+        /* as llama-server and vLLM return it: the reasoning apart, never in content */
+        if (sp.has_reasoning) json_object_set_new(msg, "reasoning_content", utf8_string(c->text + sp.r_at, sp.r_len));
         json_object_set_new(ch, "message", msg);
     } else {
         json_object_set_new(ch, "text", text);

@@ -21,7 +21,19 @@ typedef struct pl_completion {
     const char *finish;      /* "stop" or "length" */
     int32_t n_prompt, n_gen;
     int64_t created;         /* Unix seconds */
+    bool thinking;           /* the model was asked to reason: its <think> block goes to
+                              * message.reasoning_content, the rest to content */
 } pl_completion;
+
+/* The parts of a Qwen3/Qwen3.5 answer made with thinking on, "<think>REASONING</think>CONTENT"
+ * (the opening tag may be the prompt's last tokens, as Qwen3.5's template writes it): offsets
+ * into t. No closing tag: with an opening tag all is reasoning (cut by max_tokens), without one
+ * all is content. Whitespace around both parts is left out. */
+typedef struct pl_reasoning_split {
+    size_t r_at, r_len, c_at, c_len;
+    bool has_reasoning;
+} pl_reasoning_split;
+pl_reasoning_split pl_split_reasoning(const char *t, size_t n);
 
 json_t *pl_completion_response(const pl_completion *c);
 

@@ -129,7 +129,7 @@ char *pl_record_line(const pl_run *r, const pl_unit *u, const pl_result *res) {
         char fp[20];
         pl_system_fingerprint(r->fp.model, fp);
         pl_completion c = {cid, r->model_name, fp, true, res->text, res->len, res->finish, res->n_prompt,
-                           res->n_gen, dp_time_wall()};
+                           res->n_gen, dp_time_wall(), r->job.generation.thinking};
         json_t *resp = pl_completion_response(&c);
         json_object_set_new(o, "response", resp);
         json_object_set_new(o, "error", json_null());

@@ -135,6 +135,11 @@ static void settings_fingerprint(const job_spec *j, char out[65]) {
     dp_sha256 h;
     dp_sha256_init(&h);
     add_field(&h, buf);
+    /* stop strings end answers early (none: nothing added, so older checkpoints still match) */
+    for (size_t i = 0; i < j->generation.n_stop; i++) {
+        add_field(&h, "stop");
+        add_field(&h, j->generation.stop[i]);
+    }
     /* a converter's command makes the text the model reads (none: nothing added, as before) */
     for (size_t c = 0; c < j->n_converters; c++) {
         add_field(&h, j->converters[c].ext);

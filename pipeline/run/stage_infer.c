@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "completion.h"
 #include "exit_codes.h"
 #include "run_internal.h"
 #include "scheduler.h"
@@ -58,6 +59,14 @@ static void unit_complete(infer *f, pl_unit *u) {
     }
 }
 
+/* What a reduce step combines of a result: its answer, without the reasoning before it. */
+static void answer_of(const pl_run *r, const pl_result *res, const char **t, size_t *n) {
+    const pl_reasoning_split sp = r->job.generation.thinking ? pl_split_reasoning(res->text, res->len)
+                                                             : (pl_reasoning_split){0, 0, 0, res->len, false};
+    *t = res->text ? res->text + sp.c_at : "";
+    *n = res->text ? sp.c_len : 0;
+}
+
 /* Builds the next reduce level from results [from, u->n_res) of u; the unit is complete when
  * none is needed. */
 static dp_status start_level(infer *f, pl_unit *u, size_t from, int32_t level) {
@@ -87,7 +96,10 @@ static dp_status start_level(infer *f, pl_unit *u, size_t from, int32_t level) {
         int64_t used = 0;
         while (j < u->n_res) {
             t.n = 0;
-            if ((st = eng_tokenize(r->tok, f->ws, u->res[j].text, u->res[j].len, false, false, &t, &f->err))) break;
+            const char *tx;
+            size_t tl;
+            answer_of(r, &u->res[j], &tx, &tl);
+            if ((st = eng_tokenize(r->tok, f->ws, tx, tl, false, false, &t, &f->err))) break;
             const int64_t add = (int64_t)t.n + (j > i ? 2 : 0); /* "\n\n" is at most 2 tokens */
             if (used + add > budget && j > i) break;
             used += add;
@@ -118,7 +130,10 @@ static dp_status start_level(infer *f, pl_unit *u, size_t from, int32_t level) {
         dp_buf_init(&content, (size_t)1 << 30);
         for (size_t i = g[k].a; i < g[k].b && !st; i++) {
             if (i > g[k].a) st = dp_buf_append(&content, "\n\n", 2);
-            if (!st) st = dp_buf_append(&content, u->res[i].text ? u->res[i].text : "", u->res[i].len);
+            const char *tx;
+            size_t tl;
+            answer_of(r, &u->res[i], &tx, &tl);
+            if (!st) st = dp_buf_append(&content, tx, tl);
         }
         pl_item *it = calloc(1, sizeof(*it));
         if (!it) st = DP_ENOMEM;
@@ -227,7 +242,7 @@ static dp_status admit(infer *f, pl_item *it) {
     pl_result probe = {.index = it->index, .level = it->level};
     pl_custom_id(r, it->u, &probe, cid);
     pl_gen_req g = {it->prompt.ids, (int32_t)it->prompt.n, (int32_t)r->job.generation.max_tokens,
-                    pl_run_sampler(r, cid), NULL, 0, it};
+                    pl_run_sampler(r, cid), (const char *const *)r->job.generation.stop, r->job.generation.n_stop, it};
     dp_status st = pl_sched_admit(f->s, &g, &f->err);
     if (st == DP_EBUSY) { /* after finished requests free KV blocks; DP_EBUSY stops admitting */
         f->waiting = it;

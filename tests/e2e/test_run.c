@@ -960,6 +960,72 @@ static void test_sqlite_sink(void **state) {
     assert_int_equal(db_int(db, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'crane'"), 1);
 }
 
+/* generation.stop (issue 37): greedy decoding makes the answers of a job with a stop string the
+ * answers without it, cut just before the string's first occurrence (finish "stop"); answers that
+ * never contain it are unchanged. The stop string is taken from a first run's output, so it occurs. */
+static void test_stop_strings(void **state) {
+    (void)state;
+    char d[4096], job[4400], path[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("stop"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && cd '%s/in' && for i in 1 2 3 4 5 6; do printf 'Note %%s: the "
+                            "pump in hall %%s was serviced.' $i $i > n$i.txt; done", d, d), 0);
+    snprintf(job, sizeof(job), "%s/a.yaml", d);
+    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 24\n"
+                  "outputs:\n  jsonl: a/r.jsonl\nstate_dir: sa\n");
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    snprintf(path, sizeof(path), "%s/a/r.jsonl", d);
+    json_t *a = e2e_load_records(path, NULL), *ta = e2e_texts(a);
+    /* a stop string from the middle of one answer */
+    const char *k0;
+    json_t *v0;
+    char stop[8] = "";
+    json_object_foreach(ta, k0, v0) {
+        const char *t = json_string_value(v0);
+        const size_t n = strlen(t);
+        for (size_t i = n / 3; i + 1 < n && !stop[0]; i++) /* two ASCII letters from inside an answer */
+            if (((t[i] | 0x20) >= 'a' && (t[i] | 0x20) <= 'z') && ((t[i + 1] | 0x20) >= 'a' && (t[i + 1] | 0x20) <= 'z'))
+                memcpy(stop, t + i, 2);
+        if (stop[0]) break;
+    }
+    assert_true(stop[0] != 0);
+    json_t *yaml_stop = json_string(stop);
+    char *quoted = json_dumps(yaml_stop, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+    json_decref(yaml_stop);
+    char extra[1024];
+    snprintf(extra, sizeof(extra), "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 24\n  stop: [%s]\n"
+             "outputs:\n  jsonl: b/r.jsonl\nstate_dir: sb\n", quoted);
+    free(quoted);
+    snprintf(job, sizeof(job), "%s/b.yaml", d);
+    e2e_write_job(job, e2e_model("qwen3"), "in", extra);
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    snprintf(path, sizeof(path), "%s/b/r.jsonl", d);
+    json_t *b = e2e_load_records(path, NULL);
+    size_t cut = 0;
+    const char *k;
+    json_t *o;
+    json_object_foreach(b, k, o) {
+        const char *tb = e2e_text(o), *full = json_string_value(json_object_get(ta, k));
+        const char *fin = json_string_value(json_object_get(json_array_get(json_object_get(json_object_get(
+                                                                json_object_get(o, "response"), "body"), "choices"), 0),
+                                                            "finish_reason"));
+        assert_non_null(full);
+        const char *hit = strstr(full, stop);
+        if (hit) {
+            cut++;
+            if (strlen(tb) != (size_t)(hit - full) || strncmp(tb, full, strlen(tb)))
+                fail_msg("%s: '%s' should be '%.*s' (cut before \"%s\")", k, tb, (int)(hit - full), full, stop);
+            assert_string_equal(fin, "stop");
+        } else {
+            assert_string_equal(tb, full);
+        }
+        assert_null(strstr(tb, stop));
+    }
+    assert_true(cut >= 1);
+    json_decref(a);
+    json_decref(ta);
+    json_decref(b);
+}
+
 static void test_disk_error_then_resume(void **state) {
     (void)state;
     char d[4096];
@@ -1158,6 +1224,7 @@ int main(void) {
         cmocka_unit_test(test_chunk_records),
         cmocka_unit_test(test_embed_job_matches_llama),
         cmocka_unit_test(test_sqlite_sink),
+        cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_log_lines),
         cmocka_unit_test(test_intermediate_file),
         cmocka_unit_test(test_converters),
