@@ -34,6 +34,7 @@ typedef struct job_input {
     bool follow_symlinks;
     bool links_outside;   /* a followed link may lead outside the folder */
     char *jsonl_field;       /* the field holding a .jsonl line's document */
+    char *changed_since;     /* (optional) a git revision: only files changed since it */
     int line, col;           /* where it is declared, for later messages */
 } job_input;
 

@@ -55,6 +55,7 @@ static const field k_fields[] = {
     {"inputs[]", "follow_symlinks", F_BOOL, I(follow_symlinks), false, "false", 0, 0, NULL},
     {"inputs[]", "links_outside", F_BOOL, I(links_outside), false, "false", 0, 0, NULL},
     {"inputs[]", "jsonl_field", F_STR, I(jsonl_field), false, "text", 0, 0, NULL},
+    {"inputs[]", "changed_since", F_STR, I(changed_since), false, NULL, 0, 0, NULL},
     {"prompts", "system", F_TEMPLATE, S(prompts.system), false, NULL, 0, 0, NULL},
     {"prompts", "template", F_TEMPLATE, S(prompts.template_), true, NULL, 0, 0, NULL},
     {"prompts", "reduce_template", F_TEMPLATE, S(prompts.reduce_template), false, NULL, 0, 0, NULL},
@@ -90,8 +91,8 @@ static const field k_fields[] = {
 static const char *const k_sections[] = {"task",     "model",   "inputs",    "prompts",    "generation",
                                          "embedding", "chunking", "outputs", "state_dir", "converters"};
 
-static const char *const k_vars[] = {"content", "path", "filename", "ext", "chunk_index", "chunk_count", "date",
-                                     "doc_sha256"};
+static const char *const k_vars[] = {"content", "content_numbered", "path", "filename", "ext", "chunk_index",
+                                     "chunk_count", "date", "doc_sha256"};
 
 size_t job_schema_n_keys(void) { return N_FIELDS; }
 
@@ -249,8 +250,8 @@ static dp_status check_template(ctx *c, const field *f, const job_node *n) {
         while (a < b && *a == ' ') a++;
         while (b > a && b[-1] == ' ') b--;
         if (!job_template_var_known(a, (size_t)(b - a)))
-            return fail(c, n, "%s.%s: unknown variable {{%.*s}} (known: content, path, filename, ext, chunk_index, "
-                        "chunk_count, date, doc_sha256)", f->section, f->key, (int)(b - a), a);
+            return fail(c, n, "%s.%s: unknown variable {{%.*s}} (known: content, content_numbered, path, filename, ext, "
+                        "chunk_index, chunk_count, date, doc_sha256)", f->section, f->key, (int)(b - a), a);
     }
     return DP_OK;
 }
@@ -661,8 +662,10 @@ static dp_status build(ctx *c, const job_node *root, job_spec *j) {
         fail(c, map_get(map_get(root, "outputs"), "intermediate"), "outputs.intermediate must differ from "
              "outputs.jsonl");
     const job_node *pr = map_get(root, "prompts");
-    if (j->prompts.template_ && !strstr(j->prompts.template_, "{{content}}") && !strstr(j->prompts.template_, "{{ content }}"))
-        fail(c, map_get(pr, "template"), "prompts.template must contain {{content}}");
+    if (j->prompts.template_ && !strstr(j->prompts.template_, "{{content}}") &&
+        !strstr(j->prompts.template_, "{{ content }}") && !strstr(j->prompts.template_, "{{content_numbered}}") &&
+        !strstr(j->prompts.template_, "{{ content_numbered }}"))
+        fail(c, map_get(pr, "template"), "prompts.template must contain {{content}} (or {{content_numbered}})");
     if (j->prompts.reduce_template && !strstr(j->prompts.reduce_template, "{{content}}") &&
         !strstr(j->prompts.reduce_template, "{{ content }}"))
         fail(c, map_get(pr, "reduce_template"), "prompts.reduce_template must contain {{content}}");
@@ -723,6 +726,7 @@ void job_spec_free(job_spec *j) {
         free_list(j->inputs[i].include, j->inputs[i].n_include);
         free_list(j->inputs[i].exclude, j->inputs[i].n_exclude);
         free(j->inputs[i].jsonl_field);
+        free(j->inputs[i].changed_since);
     }
     free(j->inputs);
     free(j->prompts.system);

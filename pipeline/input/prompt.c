@@ -32,6 +32,42 @@ static const char *var_value(const pl_prompt_vars *v, const char *name, size_t n
     return NULL;
 }
 
+bool pl_template_numbers_lines(const char *tmpl) {
+    for (const char *p = tmpl ? strstr(tmpl, "{{") : NULL; p; p = strstr(p + 2, "{{")) {
+        const char *a = p + 2;
+        while (*a == ' ') a++;
+        if (strncmp(a, "content_numbered", 16)) continue;
+        a += 16;
+        while (*a == ' ') a++;
+        if (!strncmp(a, "}}", 2)) return true;
+    }
+    return false;
+}
+
+/* content with every line prefixed by its number in the document: "  42| code". */
+static dp_status numbered_tokens(const eng_tokenizer *t, eng_tok_ws *ws, const char *s, size_t n, int32_t first,
+                                 eng_tokens *out, dp_err *err) {
+    int32_t lines = 1;
+    for (size_t i = 0; i + 1 < n; i++) lines += s[i] == '\n';
+    char num[16];
+    int width = snprintf(num, sizeof(num), "%d", first + lines - 1);
+    if (width < 4) width = 4;
+    dp_buf b;
+    dp_buf_init(&b, (size_t)1 << 31);
+    dp_status st = DP_OK;
+    int32_t line = first;
+    for (size_t a = 0; a < n && !st; line++) {
+        const char *nl = memchr(s + a, '\n', n - a);
+        const size_t e = nl ? (size_t)(nl - s) + 1 : n;
+        if ((st = dp_buf_printf(&b, "%*d| ", width, line)) || (st = dp_buf_append(&b, s + a, e - a))) break;
+        a = e;
+    }
+    if (!st) st = tok_part(t, ws, (const char *)b.data, b.len, false, out, err);
+    else dp_err_set(err, st, "out of memory");
+    dp_buf_free(&b);
+    return st;
+}
+
 /* The user template with variables and content (content may be NULL: overhead only). */
 static dp_status user_tokens(const eng_tokenizer *t, eng_tok_ws *ws, const char *tmpl, const pl_prompt_vars *v,
                              const char *content, size_t len, eng_tokens *out, dp_err *err) {
@@ -48,6 +84,8 @@ static dp_status user_tokens(const eng_tokenizer *t, eng_tok_ws *ws, const char 
         char num[16];
         if ((size_t)(b - a) == 7 && !memcmp(a, "content", 7)) {
             if (content) st = tok_part(t, ws, content, len, false, out, err);
+        } else if ((size_t)(b - a) == 16 && !memcmp(a, "content_numbered", 16)) {
+            if (content) st = numbered_tokens(t, ws, content, len, v->line_start > 0 ? v->line_start : 1, out, err);
         } else {
             const char *val = var_value(v, a, (size_t)(b - a), num);
             if (!val) return dp_err_set(err, DP_EINVAL, "prompt: unknown variable {{%.*s}}", (int)(b - a), a);

@@ -18,7 +18,13 @@
 typedef struct pl_prompt_vars {
     const char *path, *filename, *ext, *date, *doc_sha256;
     int32_t chunk_index, chunk_count; /* 1-based */
+    int32_t line_start;               /* the content's first line in its document (1-based; 0: 1) */
 } pl_prompt_vars;
+
+/* Whether a template numbers its content ({{content_numbered}}): each line of the content is
+ * written as "%4d| line" (wider when the numbers are), counting from vars.line_start, so a model
+ * reviewing code can name the lines of the source file. */
+bool pl_template_numbers_lines(const char *tmpl);
 
 typedef struct pl_prompt_spec {
     eng_chat_kind chat;   /* the model's template family */

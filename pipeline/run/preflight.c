@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "exit_codes.h"
+#include "git_changes.h"
 #include "platform.h"
 #include "walk.h"
 
@@ -79,6 +80,15 @@ int pl_preflight(const job_spec *j, pl_preflight_depth depth, const char *prog) 
         if (dp_stat(j->inputs[i].path, true, &si, NULL) || si.kind != DP_KIND_DIR)
             problem(&r, PL_EXIT_NOINPUT, j->inputs[i].line, j->inputs[i].col, "inputs[%zu].path: %s is not a folder", i,
                     j->inputs[i].path);
+    }
+    for (size_t i = 0; i < j->n_inputs; i++) {
+        pl_changed ch;
+        dp_err err = {0};
+        if (!j->inputs[i].changed_since) continue;
+        if (pl_git_changed(j->inputs[i].path, j->inputs[i].changed_since, &ch, &err))
+            problem(&r, PL_EXIT_CONFIG, j->inputs[i].line, j->inputs[i].col, "inputs[%zu].changed_since: %s", i,
+                    dp_err_msg(&err));
+        else pl_changed_free(&ch);
     }
     dp_stat_info si;
     if (dp_stat(j->model.path, true, &si, NULL) || si.kind != DP_KIND_FILE)

@@ -18,7 +18,7 @@
 #include "run_internal.h"
 
 static pl_prompt_vars vars_for(const pl_run *r, const pl_unit *u, int32_t index, int32_t count) {
-    return (pl_prompt_vars){u->path, u->filename, u->ext, r->date, u->sha, index, count};
+    return (pl_prompt_vars){u->path, u->filename, u->ext, r->date, u->sha, index, count, 1};
 }
 
 /* task: embed: what an embedded chunk is, "Instruct: ...\nQuery: " + the chunk with the
@@ -143,6 +143,24 @@ static void drop_blank(const char *text, pl_chunks *ch) {
     ch->n = w;
 }
 
+/* Whether every chunk's full prompt, its lines numbered, fits the context with max_tokens. */
+static bool numbered_fit(pl_run *r, eng_tok_ws *ws, const pl_doc *d, const pl_chunks *ch) {
+    line_cursor lc = {0, 1};
+    eng_tokens t = {0};
+    bool fit = true;
+    dp_err err = {0};
+    for (size_t k = 0; k < ch->n && fit; k++) {
+        pl_prompt_vars v = vars_for(r, d->u, (int32_t)k + 1, (int32_t)ch->n);
+        v.line_start = line_at(d->text.text, &lc, ch->v[k].start);
+        t.n = 0;
+        fit = !pl_prompt_tokens(r->tok, ws, &r->map_spec, &v, d->text.text + ch->v[k].start,
+                                ch->v[k].end - ch->v[k].start, &t, &err) &&
+              (int64_t)t.n + r->job.generation.max_tokens <= r->n_ctx;
+    }
+    eng_tokens_free(&t);
+    return fit;
+}
+
 /* false: stop (the run is stopping or failed) */
 static bool chunk_doc(pl_run *r, eng_tok_ws *ws, pl_doc *d) {
     pl_unit *u = d->u;
@@ -173,10 +191,21 @@ static bool chunk_doc(pl_run *r, eng_tok_ws *ws, pl_doc *d) {
     }
     pl_chunks ch = {0};
     if (!u->err_code) {
-        int32_t overlap = (int32_t)r->job.chunking.overlap;
-        if (overlap >= budget / 2) overlap = budget / 2 - 1;
-        const dp_status cs = pl_chunk_text(r->tok, ws, d->text.text, d->text.len, budget, overlap, &ch, &err);
-        if (!cs) drop_blank(d->text.text, &ch);
+        /* numbered lines cost tokens the chunker does not count: a document whose chunks then do
+         * not fit is chunked again, smaller, until they do */
+        const bool numbered = r->job.task == JOB_TASK_GENERATE && pl_template_numbers_lines(r->map_spec.user_template);
+        dp_status cs = DP_OK;
+        for (int32_t b = budget, attempt = 0;; attempt++) {
+            int32_t overlap = (int32_t)r->job.chunking.overlap;
+            if (overlap >= b / 2) overlap = b / 2 - 1;
+            if (overlap < 0) overlap = 0;
+            cs = pl_chunk_text(r->tok, ws, d->text.text, d->text.len, b, overlap, &ch, &err);
+            if (cs) break;
+            drop_blank(d->text.text, &ch);
+            if (!numbered || attempt == 8 || b < 16 || numbered_fit(r, ws, d, &ch)) break;
+            pl_chunks_free(&ch);
+            b = b * 3 / 4;
+        }
         if (cs)
             doc_fail(u, "chunking_failed", dp_err_msg(&err));
         else if (ch.n == 0)
@@ -219,6 +248,7 @@ static bool chunk_doc(pl_run *r, eng_tok_ws *ws, pl_doc *d) {
             it->page_last = page_at(d->text.text, last > pc->start ? last - 1 : pc->start);
         }
         pl_prompt_vars v = vars_for(r, u, (int32_t)k + 1, (int32_t)ch.n);
+        v.line_start = it->span.line_start;
         const pl_chunk *c = &ch.v[k];
         const bool embed = r->job.task == JOB_TASK_EMBED;
         dp_status st = embed ? embed_tokens(r, ws, d->text.text + c->start, c->end - c->start, &it->prompt, &err)

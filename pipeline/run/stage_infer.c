@@ -139,7 +139,7 @@ static dp_status start_level(infer *f, pl_unit *u, size_t from, int32_t level) {
         if (!it) st = DP_ENOMEM;
         if (!st) {
             it->u = u, it->index = (int32_t)k, it->count = (int32_t)n_g, it->level = level;
-            pl_prompt_vars v = {u->path, u->filename, u->ext, r->date, u->sha, (int32_t)k + 1, (int32_t)n_g};
+            pl_prompt_vars v = {u->path, u->filename, u->ext, r->date, u->sha, (int32_t)k + 1, (int32_t)n_g, 1};
             st = pl_prompt_tokens(r->tok, f->ws, &r->reduce_spec, &v, content.data ? (const char *)content.data : "",
                                   content.len, &it->prompt, &f->err);
             if (!st && (int64_t)it->prompt.n + r->job.generation.max_tokens > r->n_ctx) {
@@ -265,8 +265,8 @@ static dp_status admit(infer *f, pl_item *it) {
 static dp_status shared_prefix(infer *f) {
     pl_run *r = f->r;
     eng_tokens a = {0}, b = {0};
-    pl_prompt_vars va = {"a/x.txt", "x.txt", "txt", "2000-01-01", "0", 1, 1};
-    pl_prompt_vars vb = {"b/y.md", "y.md", "md", "2099-12-31", "f", 7, 9};
+    pl_prompt_vars va = {"a/x.txt", "x.txt", "txt", "2000-01-01", "0", 1, 1, 1};
+    pl_prompt_vars vb = {"b/y.md", "y.md", "md", "2099-12-31", "f", 7, 9, 7};
     dp_status st = pl_prompt_tokens(r->tok, f->ws, &r->map_spec, &va, "alpha", 5, &a, &f->err);
     if (!st) st = pl_prompt_tokens(r->tok, f->ws, &r->map_spec, &vb, "omega\n", 6, &b, &f->err);
     int32_t shared = 0;

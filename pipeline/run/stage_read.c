@@ -11,6 +11,7 @@
 
 #include "iofault.h"
 #include "exit_codes.h"
+#include "git_changes.h"
 #include "run_internal.h"
 #include "sha256.h"
 #include "utf8.h"
@@ -315,6 +316,21 @@ dp_status pl_list_inputs(const job_spec *j, pl_walk *w, size_t **input_of, dp_er
         size_t before = w->n;
         dp_status st = pl_walk_dir(in->path, &o, w, err);
         if (st) return st;
+        if (in->changed_since) { /* only what changed since the revision (a review of a branch) */
+            pl_changed ch;
+            if ((st = pl_git_changed(in->path, in->changed_since, &ch, err))) return st;
+            size_t k = before;
+            for (size_t f = before; f < w->n; f++) {
+                if (pl_changed_has(&ch, w->files[f].rel)) w->files[k++] = w->files[f];
+                else {
+                    free(w->files[f].rel);
+                    free(w->files[f].abs);
+                    free(w->files[f].error);
+                }
+            }
+            w->n = k;
+            pl_changed_free(&ch);
+        }
         if (w->n > cap) {
             cap = w->n * 2;
             size_t *v = realloc(*input_of, cap * sizeof(size_t));

@@ -1026,6 +1026,85 @@ static void test_stop_strings(void **state) {
     json_decref(b);
 }
 
+/* inputs[].changed_since (issue 37): only the files of a git work tree that changed since the
+ * revision (modified, staged or not, and new ones) are processed; a folder that is not a work
+ * tree and an unknown revision are refused before the run, naming the job file's line. */
+static void test_changed_since(void **state) {
+    (void)state;
+    if (e2e_sh("command -v git >/dev/null 2>&1") != 0) {
+        print_message("[  SKIPPED ] git is not installed (apt-get install git)\n");
+        skip();
+    }
+    char d[4096], job[4400], path[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("changed"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/repo/src' '%s/plain' && cd '%s/repo' && git init -q . && "
+                            "git config user.email t@example.com && git config user.name t && "
+                            "printf 'int a;\\n' > src/a.c && printf 'int b;\\n' > src/b.c && printf 'int c;\\n' > src/c.c && "
+                            "printf '*.log\\n' > .gitignore && git add -A && git commit -qm one && "
+                            "printf 'int a = 1;\\n' > src/a.c && printf 'int d;\\n' > src/d.c && printf 'x\\n' > src/e.log && "
+                            "printf 'int c = 3;\\n' > src/c.c && git add src/c.c && printf 'p\\n' > ../plain/p.c",
+                            d, d, d), 0);
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen3"), "repo/src\n    changed_since: HEAD",
+                  "prompts:\n  template: \"Review {{path}}: {{content}}\"\ngeneration:\n  max_tokens: 2\n"
+                  "outputs:\n  jsonl: out/r.jsonl\n");
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    snprintf(path, sizeof(path), "%s/out/r.jsonl", d);
+    json_t *r = e2e_load_records(path, NULL);
+    json_t *seen = json_object();
+    const char *k;
+    json_t *o;
+    json_object_foreach(r, k, o)
+        json_object_set_new(seen, json_string_value(json_object_get(json_object_get(o, "meta"), "source_path")), json_true());
+    /* a.c modified, c.c staged, d.c new; b.c unchanged and e.log ignored are left out */
+    assert_int_equal(json_object_size(seen), 3);
+    assert_non_null(json_object_get(seen, "repo/src/a.c"));
+    assert_non_null(json_object_get(seen, "repo/src/c.c"));
+    assert_non_null(json_object_get(seen, "repo/src/d.c"));
+    json_decref(seen);
+    json_decref(r);
+    /* refusals, before anything runs */
+    e2e_write_job(job, e2e_model("qwen3"), "repo/src\n    changed_since: no-such-branch",
+                  "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 2\noutputs:\n  jsonl: out2/r.jsonl\n"
+                  "state_dir: s2\n");
+    assert_int_equal(tu_run(NULL, "validate '%s'", job), 78);
+    assert_non_null(strstr(tu_last_stderr(), "unknown revision 'no-such-branch'"));
+    e2e_write_job(job, e2e_model("qwen3"), "plain\n    changed_since: HEAD",
+                  "prompts:\n  template: \"{{content}}\"\ngeneration:\n  max_tokens: 2\noutputs:\n  jsonl: out3/r.jsonl\n"
+                  "state_dir: s3\n");
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 78);
+    assert_non_null(strstr(tu_last_stderr(), "is not a git work tree"));
+    assert_non_null(strstr(tu_last_stderr(), "job.yaml:"));
+}
+
+/* {{content_numbered}} (issue 37): numbering costs tokens the chunker does not count, so a
+ * document is re-chunked smaller until every numbered prompt fits; no request is refused, and
+ * the records' line ranges cover the file. */
+static void test_numbered_content(void **state) {
+    (void)state;
+    char d[4096], job[4400], path[4400];
+    snprintf(d, sizeof(d), "%s", tu_tmp("numbered"));
+    assert_int_equal(e2e_sh("mkdir -p '%s/in' && for i in $(seq 1 120); do printf 'int v%%s = %%s;\\n' $i $i; done > "
+                            "'%s/in/code.c'", d, d), 0);
+    snprintf(job, sizeof(job), "%s/job.yaml", d);
+    e2e_write_job(job, e2e_model("qwen3"), "in", "prompts:\n  template: \"Review {{path}}:\\n{{content_numbered}}\"\n"
+                  "generation:\n  max_tokens: 8\nchunking:\n  mode: per-chunk\n  overlap: 0\noutputs:\n  jsonl: out/r.jsonl\n");
+    assert_int_equal(tu_run(NULL, "run '%s' --quiet", job), 0);
+    snprintf(path, sizeof(path), "%s/out/r.jsonl", d);
+    json_t *r = e2e_load_records(path, NULL);
+    e2e_check_records(r, 256, 8);
+    assert_true(json_object_size(r) >= 2);
+    json_int_t last = 0;
+    const char *k;
+    json_t *o;
+    json_object_foreach(r, k, o) {
+        const json_int_t e = json_integer_value(json_object_get(json_object_get(o, "meta"), "line_end"));
+        last = e > last ? e : last;
+    }
+    assert_int_equal(last, 120);
+    json_decref(r);
+}
+
 static void test_disk_error_then_resume(void **state) {
     (void)state;
     char d[4096];
@@ -1225,6 +1304,8 @@ int main(void) {
         cmocka_unit_test(test_embed_job_matches_llama),
         cmocka_unit_test(test_sqlite_sink),
         cmocka_unit_test(test_stop_strings),
+        cmocka_unit_test(test_changed_since),
+        cmocka_unit_test(test_numbered_content),
         cmocka_unit_test(test_log_lines),
         cmocka_unit_test(test_intermediate_file),
         cmocka_unit_test(test_converters),
