@@ -29,6 +29,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (e == PL_DOC_OK) {
         if (!t.text || t.len > max_bytes || strlen(t.text) != t.len || !dp_utf8_valid((const uint8_t *)t.text, t.len))
             __builtin_trap();
+        /* headings lie inside the text, in order, with a level 1..6 */
+        for (size_t i = 0; i < t.headings.n; i++) {
+            const pl_heading *h = &t.headings.v[i];
+            if (h->level < 1 || h->level > 6 || h->text_at < h->at || h->text_at + h->text_len > t.len ||
+                (i && h->at < t.headings.v[i - 1].at))
+                __builtin_trap();
+        }
         pl_doc_text_free(&t);
     } else if (!err.msg[0] || !pl_doc_error_code(e)) {
         __builtin_trap(); /* every refusal says why */
