@@ -44,6 +44,13 @@ static json_t *base64_value(const char *s) {
     return j;
 }
 
+json_t *pl_span_headings(const pl_span *sp) {
+    json_t *hp = json_array();
+    const char *h = sp->headings;
+    for (int32_t i = 0; i < sp->n_headings; i++, h += strlen(h) + 1) json_array_append_new(hp, text_value(h, strlen(h)));
+    return hp;
+}
+
 static json_t *meta(const pl_run *r, const pl_unit *u, const pl_result *res) {
     const bool per_chunk = r->job.chunking.mode == JOB_CHUNK_PER_CHUNK;
     const bool embed = r->job.task == JOB_TASK_EMBED;
@@ -70,11 +77,7 @@ static json_t *meta(const pl_run *r, const pl_unit *u, const pl_result *res) {
             json_object_set_new(m, "byte_end", json_integer((json_int_t)sp->byte_end));
             json_object_set_new(m, "line_start", json_integer(sp->line_start));
             json_object_set_new(m, "line_end", json_integer(sp->line_end));
-            json_t *hp = json_array();
-            const char *h = sp->headings;
-            for (int32_t i = 0; i < sp->n_headings; i++, h += strlen(h) + 1)
-                json_array_append_new(hp, text_value(h, strlen(h)));
-            json_object_set_new(m, "heading_path", hp);
+            json_object_set_new(m, "heading_path", pl_span_headings(sp));
             json_object_set_new(m, "chunk_tokens", json_integer(sp->n_tokens));
             json_object_set_new(m, "text", text_value(sp->text, sp->len));
         }

@@ -381,23 +381,8 @@ static const char *changed(const pl_fingerprint *a, const pl_fingerprint *b) {
 /* Checkpoint, sinks and ledger: fresh or resumed. Returns an exit code (0 = go on). */
 /* True when path's first n bytes hash to sha (hex). */
 static bool prefix_matches(const char *path, uint64_t n, const char *sha) {
-    dp_file f;
     dp_err err = {0};
-    if (dp_file_open(&f, path, DP_FILE_READ, &err)) return false;
-    dp_sha256 h;
-    dp_sha256_init(&h);
-    static uint8_t buf[1 << 16];
-    bool ok = true;
-    for (uint64_t off = 0; off < n && ok;) {
-        const size_t k = n - off < sizeof(buf) ? (size_t)(n - off) : sizeof(buf);
-        ok = dp_file_pread(&f, buf, k, off, &err) == DP_OK;
-        if (ok) dp_sha256_update(&h, buf, k);
-        off += k;
-    }
-    dp_file_close(&f, NULL);
-    char hex[65];
-    sha_hex_of(&h, hex);
-    return ok && !strcmp(hex, sha);
+    return pl_file_check_prefix(path, n, sha, &err) == DP_OK;
 }
 
 /* outputs.sqlite: opened (created) for this job; refused when it belongs to another model or

@@ -12,6 +12,7 @@
 #ifndef PL_RUN_INTERNAL_H
 #define PL_RUN_INTERNAL_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -196,6 +197,10 @@ const char *pl_chunk_stage(const pl_run *r);
 void pl_custom_id(const pl_run *r, const pl_unit *u, const pl_result *res, char out[64]);
 /* Appends a finished request's result to u (moved: res's pointers now belong to u). */
 dp_status pl_unit_add_result(pl_unit *u, const pl_result *res);
+/* Puts u->res[from..] in chunk (or group) index order: requests finish in any order. */
+void pl_unit_sort_results(pl_unit *u, size_t from);
+/* A chunk's heading path as a JSON array of titles (record meta, the database's heading_path). */
+json_t *pl_span_headings(const pl_span *sp);
 
 /* rel made safe to use under an output folder: no empty, "." or ".." parts, no control
  * characters, backslashes or colons, no leading dots; parts cut at 200 bytes. */

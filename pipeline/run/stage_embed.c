@@ -49,12 +49,7 @@ static void chunk_done(embedder *e, pl_item *it, pl_result *res) {
     dp_mutex_unlock(&e->r->mu);
     if (++u->n_done < u->n_chunks) return;
     /* refused chunks finish before the group they would have joined: records go in chunk order */
-    for (size_t i = 1; i < u->n_res; i++)
-        for (size_t j = i; j > 0 && u->res[j].index < u->res[j - 1].index; j--) {
-            pl_result t = u->res[j];
-            u->res[j] = u->res[j - 1];
-            u->res[j - 1] = t;
-        }
+    pl_unit_sort_results(u, 0);
     (void)pl_queue_push(e->r->q_done, u); /* fails only when the writer is gone: the registry frees u */
 }
 

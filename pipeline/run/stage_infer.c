@@ -29,6 +29,15 @@ typedef struct infer {
     dp_err err;
 } infer;
 
+void pl_unit_sort_results(pl_unit *u, size_t from) {
+    for (size_t i = from + 1; i < u->n_res; i++) /* few, nearly sorted: insertion sort */
+        for (size_t j = i; j > from && u->res[j].index < u->res[j - 1].index; j--) {
+            pl_result tmp = u->res[j];
+            u->res[j] = u->res[j - 1];
+            u->res[j - 1] = tmp;
+        }
+}
+
 dp_status pl_unit_add_result(pl_unit *u, const pl_result *res) {
     if (u->n_res == u->cap_res) {
         size_t cap = u->cap_res ? 2 * u->cap_res : 4;
@@ -177,12 +186,7 @@ static dp_status request_done(infer *f, pl_item *it, pl_result *res) {
     if (it->level == 0 ? ++u->n_done < u->n_chunks : ++u->level_done < u->level_n) return DP_OK;
     /* the level is complete; its requests finished in any order: put them in index order */
     const size_t from = it->level == 0 ? 0 : u->n_res - (size_t)u->level_n;
-    for (size_t i = from + 1; i < u->n_res; i++)
-        for (size_t j = i; j > from && u->res[j].index < u->res[j - 1].index; j--) {
-            pl_result tmp = u->res[j];
-            u->res[j] = u->res[j - 1];
-            u->res[j - 1] = tmp;
-        }
+    pl_unit_sort_results(u, from);
     return start_level(f, u, from, it->level + 1);
 }
 

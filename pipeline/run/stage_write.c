@@ -108,9 +108,7 @@ static dp_status db_put(writer *w, const pl_unit *u) {
         int64_t chunk_id = 0;
         if (!res->level && res->span.text) {
             const pl_span *sp = &res->span;
-            json_t *hp = json_array();
-            const char *h = sp->headings;
-            for (int32_t k = 0; k < sp->n_headings; k++, h += strlen(h) + 1) json_array_append_new(hp, json_string(h));
+            json_t *hp = pl_span_headings(sp);
             char *hs = json_dumps(hp, JSON_COMPACT | JSON_ENCODE_ANY);
             json_decref(hp);
             if (!hs) return dp_err_set(&w->err, DP_ENOMEM, "out of memory");
