@@ -166,31 +166,17 @@ static void select_top(cand *c, int32_t n, int32_t k) {
     }
 }
 
-int32_t eng_sampler_sample(eng_sampler *s, const float *logits) {
+/* The chain over the candidates c[0..n) (penalties already applied): greedy, or top-k, top-p,
+ * min-p and temperature in llama.cpp's order. */
+static int32_t pick(eng_sampler *s, int32_t n) {
     const eng_sampler_params *p = &s->p;
-    const int32_t V = s->n_vocab;
     cand *c = s->c;
-    const bool penalize = s->hist_n && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
-    /* greedy without penalties: the same token as the candidate search below, without the copy */
-    if (p->temp <= 0.0f && !penalize) return eng_argmax(logits, V);
-    for (int32_t i = 0; i < V; i++) c[i] = (cand){i, logits[i]};
-    /* penalties over the window (prompt included) */
-    if (penalize) {
-        for (int32_t i = 0; i < V; i++) {
-            int32_t cnt = s->counts[i];
-            if (!cnt) continue;
-            float l = c[i].logit;
-            l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
-            c[i].logit = l - (float)cnt * p->frequency_penalty - p->presence_penalty;
-        }
-    }
     if (p->temp <= 0.0f) {
         int32_t best = 0;
-        for (int32_t i = 1; i < V; i++)
+        for (int32_t i = 1; i < n; i++)
             if (before(&c[i], &c[best])) best = i;
         return c[best].id;
     }
-    int32_t n = V;
     if (p->top_k > 0 && p->top_k < n) {
         select_top(c, n, p->top_k);
         n = p->top_k;
@@ -224,4 +210,54 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits) {
         if (run >= u) return c[i].id;
     }
     return c[n - 1].id;
+}
+
+static inline int ctz64(uint64_t x) {
+#if defined(_MSC_VER)
+    unsigned long i;
+    _BitScanForward64(&i, x);
+    return (int)i;
+#else
+    return __builtin_ctzll(x);
+#endif
+}
+
+static inline float penalized(const eng_sampler *s, int32_t id, float l) {
+    const int32_t cnt = s->counts[id];
+    if (!cnt) return l;
+    l = l > 0 ? l / s->p.repeat_penalty : l * s->p.repeat_penalty;
+    return l - (float)cnt * s->p.frequency_penalty - s->p.presence_penalty;
+}
+
+static bool penalizing(const eng_sampler *s) {
+    const eng_sampler_params *p = &s->p;
+    return s->hist_n && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
+}
+
+int32_t eng_sampler_sample(eng_sampler *s, const float *logits) {
+    const int32_t V = s->n_vocab;
+    const bool penalize = penalizing(s);
+    /* greedy without penalties: the same token as the candidate search, without the copy */
+    if (s->p.temp <= 0.0f && !penalize) return eng_argmax(logits, V);
+    for (int32_t i = 0; i < V; i++) s->c[i] = (cand){i, penalize ? penalized(s, i, logits[i]) : logits[i]};
+    return pick(s, V);
+}
+
+int32_t eng_sampler_sample_masked(eng_sampler *s, const float *logits, eng_matcher *m) {
+    if (!m) return eng_sampler_sample(s, logits);
+    const bool penalize = penalizing(s);
+    /* greedy: the unconstrained choice, when allowed, is also the best allowed one */
+    if (s->p.temp <= 0.0f && !penalize) {
+        const int32_t t = eng_argmax(logits, s->n_vocab);
+        if (eng_matcher_allows(m, t)) return t;
+    }
+    const uint64_t *mask = eng_matcher_mask(m);
+    int32_t n = 0;
+    const int32_t words = (s->n_vocab + 63) / 64;
+    for (int32_t w = 0; w < words; w++)
+        for (uint64_t b = mask[w]; b; b &= b - 1) {
+            const int32_t i = w * 64 + ctz64(b);
+            if (i < s->n_vocab) s->c[n++] = (cand){i, penalize ? penalized(s, i, logits[i]) : logits[i]};
+        }
+    return n ? pick(s, n) : -1;
 }

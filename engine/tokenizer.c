@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar.h"
 #include "log.h"
 #include "unicode.h"
 #include "utf8.h"
@@ -65,7 +66,15 @@ struct eng_tokenizer {
     int32_t bos, eos;
     bool add_bos, add_eos;
     bool ignore_merges; /* llama-bpe: a piece that is a token as a whole is taken whole, unmerged */
+    eng_vocab_trie *trie; /* built on first use by a grammar (grammar_match.c) */
+    dp_mutex trie_mu;
 };
+
+dp_mutex *eng_tokenizer_trie_slot(const eng_tokenizer *t, eng_vocab_trie ***slot) {
+    eng_tokenizer *w = (eng_tokenizer *)t; /* the trie is a cache: logically const */
+    *slot = &w->trie;
+    return &w->trie_mu;
+}
 
 /* ---- Workspace -------------------------------------------------------------------------- */
 
@@ -420,6 +429,7 @@ dp_status eng_tokenizer_load(const eng_gguf *g, eng_tokenizer **out, dp_err *err
         if ((st = eng_gguf_get_arr(g, "tokenizer.ggml.merges", ENG_GGUF_TYPE_STRING, &merges, err))) return st;
 
     eng_tokenizer *t = calloc(1, sizeof(*t));
+    if (t) dp_mutex_init(&t->trie_mu);
     if (!t) return dp_err_set(err, DP_ENOMEM, "out of memory");
     t->n_vocab = (int32_t)toks->n;
     t->pre = pre_id;
@@ -497,6 +507,8 @@ fail:
 
 void eng_tokenizer_free(eng_tokenizer *t) {
     if (!t) return;
+    eng_vocab_trie_free(t->trie);
+    dp_mutex_free(&t->trie_mu);
     free(t->text);
     free(t->text_off);
     free(t->type);

@@ -44,6 +44,10 @@ typedef enum eng_token_type {
 const char *eng_tokenizer_pre(const eng_tokenizer *t); /* "qwen2" / "qwen35"; borrowed */
 int32_t eng_token_eos(const eng_tokenizer *t);
 eng_token_type eng_token_get_type(const eng_tokenizer *t, int32_t id);
+/* Where the vocabulary trie of grammar_match.c lives, and the lock that guards building it. */
+struct eng_vocab_trie;
+struct dp_mutex;
+struct dp_mutex *eng_tokenizer_trie_slot(const eng_tokenizer *t, struct eng_vocab_trie ***slot);
 /* Id of a token with exactly this text, or -1. */
 int32_t eng_token_find(const eng_tokenizer *t, const char *text, size_t len);
 

@@ -324,6 +324,40 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits);
 /* Argmax with ties to the lowest id. */
 int32_t eng_argmax(const float *logits, int32_t n);
 
+/* ---- Constrained generation: GBNF grammars over the vocabulary (docs/structured-output.md) ------- */
+
+typedef struct eng_grammar eng_grammar; /* compiled once, shared by the sequences that use it */
+typedef struct eng_matcher eng_matcher; /* one per sequence: where its text stands in the grammar */
+
+/* Parses and checks GBNF text (llama.cpp's syntax, start rule root) without a vocabulary:
+ * DP_EPARSE with "grammar line L column C: ..." for what is wrong. */
+dp_status eng_grammar_check(const char *gbnf, size_t len, dp_err *err);
+/* The same, bound to a tokenizer's vocabulary (a trie of it is built once per tokenizer). */
+dp_status eng_grammar_compile(const eng_tokenizer *t, const char *gbnf, size_t len, eng_grammar **out, dp_err *err);
+void eng_grammar_free(eng_grammar *g);
+/* Mask cache counters (for benchmarks). */
+void eng_grammar_cache_stats(const eng_grammar *g, uint64_t *hits, uint64_t *misses);
+
+/* lead_space: the text may open with up to 8 bytes of white space before the grammar's own
+ * text (what follows a reasoning block). */
+dp_status eng_matcher_new(eng_grammar *g, bool lead_space, eng_matcher **out, dp_err *err);
+void eng_matcher_free(eng_matcher *m);
+/* Whether the token may come next: its bytes continue the text within the grammar, or it ends
+ * generation and the text is complete. Control and added tokens are never allowed. */
+bool eng_matcher_allows(eng_matcher *m, int32_t token);
+/* Moves on by a token / by raw bytes; false (state unchanged) when the grammar refuses them. */
+bool eng_matcher_accept_token(eng_matcher *m, int32_t token);
+bool eng_matcher_accept_bytes(eng_matcher *m, const void *bytes, size_t n);
+bool eng_matcher_can_end(const eng_matcher *m);  /* the text so far is complete */
+bool eng_matcher_must_end(const eng_matcher *m); /* complete, and nothing may follow */
+bool eng_matcher_dead(const eng_matcher *m);     /* nothing may follow and it is not complete */
+/* Bit i set = token i allowed next ([n_vocab / 64 rounded up] words, owned by the matcher, valid
+ * until its next call). */
+const uint64_t *eng_matcher_mask(eng_matcher *m);
+/* eng_sampler_sample over the allowed tokens only (the whole chain sees nothing else); -1 when
+ * no token is allowed. m NULL: eng_sampler_sample. */
+int32_t eng_sampler_sample_masked(eng_sampler *s, const float *logits, eng_matcher *m);
+
 /* ---- Model files: quantization with llama.cpp's per-tensor mix, random-weight test models -------- */
 
 typedef enum eng_ftype {

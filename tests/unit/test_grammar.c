@@ -1,0 +1,248 @@
+/*
+ * test_grammar.c - GBNF grammars: what the parser refuses (with line and column), which texts a
+ * grammar takes byte by byte (UTF-8 classes across token boundaries included), the token mask
+ * from the trie walk against asking token by token, and generation under a JSON grammar with
+ * random logits (the worst case) against jansson's parser, an independent judge.
+ */
+#include "testutil.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+static eng_tokenizer *g_tok;
+
+static int setup(void **state) {
+    (void)state;
+    dp_err err = {0};
+    const char *path = tu_fixture("models/qwen35-tiny-f16.gguf"); /* the real 248k vocabulary when present */
+    if (!path) {
+        eng_test_model_params p;
+        eng_test_model_defaults(&p, ENG_ARCH_QWEN35);
+        if (eng_test_model_write(&p, tu_tmp("grammar.gguf"), 2, &err)) return -1;
+        path = tu_tmp("grammar.gguf");
+    }
+    eng_gguf *g;
+    if (eng_gguf_open(path, &g, &err) || eng_tokenizer_load(g, &g_tok, &err)) return -1;
+    eng_gguf_close(g);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    eng_tokenizer_free(g_tok);
+    return 0;
+}
+
+static const char *k_json =
+    "# JSON, objects at the top\n"
+    "root   ::= object\n"
+    "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\")\n"
+    "object ::=\n"
+    "  \"{\" ws ( string ws \":\" ws value ws ( \",\" ws string ws \":\" ws value ws )* )? \"}\"\n"
+    "array  ::= \"[\" ws ( value ws ( \",\" ws value ws )* )? \"]\"\n"
+    "string ::= \"\\\"\" ( [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} ) )* \"\\\"\"\n"
+    "number ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,3} )?\n"
+    "ws     ::= [ \\t\\n]{0,4}\n";
+
+static eng_grammar *compile(const char *text) {
+    eng_grammar *g = NULL;
+    dp_err err = {0};
+    if (eng_grammar_compile(g_tok, text, strlen(text), &g, &err)) fail_msg("compile: %s", err.msg);
+    return g;
+}
+
+/* Whether the grammar takes the whole text as a complete sentence. */
+static bool takes(eng_grammar *g, const char *text) {
+    eng_matcher *m;
+    assert_int_equal(eng_matcher_new(g, false, &m, NULL), DP_OK);
+    bool ok = eng_matcher_accept_bytes(m, text, strlen(text)) && eng_matcher_can_end(m);
+    if (!*text) ok = eng_matcher_can_end(m);
+    eng_matcher_free(m);
+    return ok;
+}
+
+static void test_parse_errors_name_line_and_column(void **state) {
+    (void)state;
+    struct {
+        const char *text, *want;
+    } cases[] = {
+        {"root ::= \"a\" b\n", "rule 'b' is used but never defined"},
+        {"rot ::= \"a\"\n", "no rule named 'root'"},
+        {"root ::= \"a\"\nroot ::= \"b\"\n", "line 2"},
+        {"root ::= ( \"a\"\n", "'(' without its ')'"},
+        {"root ::= \"a\n", "line 1"},
+        {"root ::= [a-\n", "line 1"},
+        {"root ::= [z-a]\n", "runs backwards"},
+        {"root ::= \"a\"{3,1}\n", "n < m"},
+        {"root ::= *\n", "without anything before it"},
+        {"root ::= \"\\q\"\n", "unknown escape"},
+        {"root ::= root \"a\" | \"b\"\n", "left-recursive"},
+        {"root ::= x\nx ::= ws root\nws ::= \" \"?\n", "left-recursive"},
+        {"root ::= ( \"a\"? )* \"b\"\n", "left-recursive"},
+        {"root ::= <[123]>\n", "token references"},
+        {"root ::= \"a\"\n  \"b\" ::= c\n", "line 2"},
+        {"root ::= [^\\x00-\\U0010FFFF]\n", "matches nothing"},
+        {"root ::= \"a\"{100001}\n", "above 100000"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        dp_err err = {0};
+        dp_status st = eng_grammar_check(cases[i].text, strlen(cases[i].text), &err);
+        if (st != DP_EFORMAT || !strstr(err.msg, cases[i].want))
+            fail_msg("case %zu: status %d, message '%s', wanted '%s'", i, st, err.msg, cases[i].want);
+        if (i != 1 && !strstr(err.msg, "line")) fail_msg("case %zu: no line in '%s'", i, err.msg);
+    }
+}
+
+static void test_sentences(void **state) {
+    (void)state;
+    struct {
+        const char *grammar;
+        const char *yes[6], *no[6];
+    } cases[] = {
+        {"root ::= \"a\" \"b\"* \"c\"", {"ac", "abc", "abbbbc"}, {"", "a", "abcb", "bc"}},
+        {"root ::= (\"ab\"){2,3}", {"abab", "ababab"}, {"ab", "abababab", "aba"}},
+        {"root ::= [a-c]+ ( \"-\" [0-9]? )?", {"a", "cab", "a-", "a-7"}, {"-", "a-77", "d"}},
+        {"root ::= x | y\nx ::= \"x\" root?\ny ::=\n  \"y\"", {"x", "y", "xxy", "xx"}, {"", "yx"}},
+        {"root ::= [é-ë] [^a-z] .", {"éAb", "ë€x", "é\xF0\x9F\x98\x80\n"}, {"eAb", "éab", "ê"}},
+        {"root ::= \"\\u00e9\\x41\\t\" [\\-\\]]", {"\xC3\xA9" "A\t-", "\xC3\xA9" "A\t]"}, {"\xC3\xA9" "A\t^"}},
+        {"root ::= \"\" | \"a\" # comment\n# another\n", {"", "a"}, {"aa"}},
+        {"root ::= [\\U0001F600-\\U0001F64F]{1,2}", {"\xF0\x9F\x98\x80", "\xF0\x9F\x99\x8F\xF0\x9F\x98\x80"},
+         {"\xF0\x9F\x98", "\xF0\x9F\x9A\x80", "a"}},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        eng_grammar *g = compile(cases[i].grammar);
+        for (int k = 0; k < 6 && cases[i].yes[k]; k++)
+            if (!takes(g, cases[i].yes[k])) fail_msg("grammar %zu refuses '%s'", i, cases[i].yes[k]);
+        for (int k = 0; k < 6 && cases[i].no[k]; k++)
+            if (takes(g, cases[i].no[k])) fail_msg("grammar %zu takes '%s'", i, cases[i].no[k]);
+        eng_grammar_free(g);
+    }
+    /* a character cut between two calls (as a token may end inside one) */
+    eng_grammar *g = compile("root ::= [^a-z]{2}");
+    eng_matcher *m;
+    assert_int_equal(eng_matcher_new(g, false, &m, NULL), DP_OK);
+    assert_true(eng_matcher_accept_bytes(m, "\xE2\x82", 2));
+    assert_false(eng_matcher_can_end(m));
+    assert_false(eng_matcher_accept_bytes(m, "a", 1)); /* refused: the state stays */
+    assert_true(eng_matcher_accept_bytes(m, "\xAC" "A", 2));
+    assert_true(eng_matcher_must_end(m));
+    eng_matcher_free(m);
+    eng_grammar_free(g);
+}
+
+/* Bit test. */
+static bool bit(const uint64_t *m, int32_t i) { return (m[i >> 6] >> (i & 63)) & 1; }
+
+/* The trie walk's mask against eng_matcher_allows for every token, at every step of a text. */
+static void check_masks_along(eng_grammar *g, const char *text, bool lead) {
+    const int32_t V = eng_tokenizer_n_vocab(g_tok);
+    eng_matcher *m;
+    assert_int_equal(eng_matcher_new(g, lead, &m, NULL), DP_OK);
+    uint64_t *copy = malloc(((size_t)V + 63) / 64 * 8);
+    const size_t n = strlen(text);
+    for (size_t i = 0;;) {
+        memcpy(copy, eng_matcher_mask(m), ((size_t)V + 63) / 64 * 8);
+        int32_t allowed = 0;
+        for (int32_t t = 0; t < V; t++) {
+            const bool a = eng_matcher_allows(m, t);
+            allowed += a;
+            if (a != bit(copy, t)) {
+                const char *p;
+                size_t pl = eng_token_to_piece(g_tok, t, true, &p);
+                fail_msg("at byte %zu of '%s': token %d '%.*s' allows %d, mask %d", i, text, t, (int)pl, p, a,
+                         bit(copy, t));
+            }
+        }
+        if (!allowed) fail_msg("at byte %zu: no token allowed", i);
+        /* a second time from the cache: the same */
+        assert_memory_equal(copy, eng_matcher_mask(m), ((size_t)V + 63) / 64 * 8);
+        if (i == n) break;
+        const size_t step = 1 + i % 3 < n - i ? 1 + i % 3 : n - i; /* steps of 1-3 bytes, across characters */
+        assert_true(eng_matcher_accept_bytes(m, text + i, step));
+        i += step;
+    }
+    free(copy);
+    eng_matcher_free(m);
+}
+
+static void test_masks_match_token_by_token(void **state) {
+    (void)state;
+    eng_grammar *g = compile(k_json);
+    check_masks_along(g, "{\"k\xC3\xA9y\": [1, -2.5e3, \"x\\\"\\u00e9\", {\"n\": null}], \"t\": true}", false);
+    check_masks_along(g, "\n {\"a\":{}}", true);
+    eng_grammar_free(g);
+    g = compile("root ::= [^a-z]{1,3} \"end\"");
+    check_masks_along(g, "\xE2\x82\xAC\xF0\x9F\x98\x80" "Aend", false);
+    eng_grammar_free(g);
+}
+
+/* Random logits (the model wants garbage), greedy and sampled: every finished text is JSON. */
+static void test_generation_under_json_grammar_parses(void **state) {
+    (void)state;
+    const int32_t V = eng_tokenizer_n_vocab(g_tok);
+    eng_grammar *g = compile(k_json);
+    float *l = malloc((size_t)V * sizeof(float));
+    uint64_t r = 7;
+    int finished = 0;
+    for (int run = 0; run < 24; run++) {
+        eng_sampler_params sp = eng_sampler_default_params();
+        sp.temp = run % 3 == 0 ? 0.0f : 1.0f;
+        sp.top_k = run == 1 ? 0 : 40; /* (0 sorts the whole vocabulary: slow, so rarely) */
+        sp.seed = (uint64_t)run;
+        eng_sampler *s;
+        eng_matcher *m;
+        assert_int_equal(eng_sampler_new(&sp, V, &s, NULL), DP_OK);
+        assert_int_equal(eng_matcher_new(g, false, &m, NULL), DP_OK);
+        char text[8192];
+        size_t len = 0;
+        bool done = false;
+        for (int step = 0; step < 400 && !done; step++) {
+            if (eng_matcher_must_end(m)) {
+                done = true;
+                break;
+            }
+            for (int32_t i = 0; i < V; i++) l[i] = (float)(tu_rand(&r) >> 40) * (8.0f / 16777216.0f);
+            const int32_t t = eng_sampler_sample_masked(s, l, m);
+            assert_true(t >= 0);
+            assert_true(eng_matcher_allows(m, t));
+            assert_true(eng_matcher_accept_token(m, t));
+            if (eng_token_is_eog(g_tok, t)) {
+                done = true;
+                break;
+            }
+            const char *p;
+            size_t pl = eng_token_to_piece(g_tok, t, false, &p);
+            assert_true(len + pl < sizeof(text));
+            memcpy(text + len, p, pl);
+            len += pl;
+        }
+        text[len] = 0;
+        if (done) {
+            finished++;
+            json_error_t je;
+            json_t *j = json_loadb(text, len, 0, &je);
+            if (!j || !json_is_object(j)) fail_msg("run %d: not a JSON object: %s (%s)", run, text, je.text);
+            json_decref(j);
+        }
+        eng_sampler_free(s);
+        eng_matcher_free(m);
+    }
+    print_message("%d of 24 random-logit runs finished within 400 tokens\n", finished);
+    assert_true(finished >= 3);
+    free(l);
+    eng_grammar_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_errors_name_line_and_column),
+        cmocka_unit_test(test_sentences),
+        cmocka_unit_test(test_masks_match_token_by_token),
+        cmocka_unit_test(test_generation_under_json_grammar_parses),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
