@@ -5,12 +5,15 @@
  *                    [--min-p P] [--repeat-penalty R] [--presence-penalty P]
  *                    [--frequency-penalty F] [-s SEED] [--chat] [--system S] [--think]
  *                    [-c N] [-t N] [--device cpu|auto|cuda] [--exact] [--stop STR ...]
+ *                    [--json-schema FILE | --grammar-file FILE]
  *
  * With --chat the prompt is the user message of a ChatML conversation rendered for the
  * model's template family, thinking off unless --think (model-formats.md §6). Generation stops at
  * an end-of-generation token, at a stop string (OpenAI's rule: the text ends before it, the
  * string is not printed) or after -n tokens. Text streams to stdout as complete UTF-8, the last
  * few bytes held back while they could still begin a stop string; a timing line goes to stderr.
+ * With a schema or grammar every token is drawn from those the grammar allows and generation
+ * ends when the grammar is complete; with --think the grammar starts after "</think>".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 
 #include "cli.h"
 #include "help.h"
+#include "json_schema.h"
 #include "engine.h"
 #include "open_context.h"
 #include "exit_codes.h"
@@ -52,7 +56,7 @@ static size_t find_stop(const char *t, size_t n, size_t from, const char *const 
 }
 
 int pl_cmd_generate(int argc, char **argv) {
-    const char *model = NULL, *prompt = NULL, *file = NULL, *system = NULL;
+    const char *model = NULL, *prompt = NULL, *file = NULL, *system = NULL, *schema = NULL, *gfile = NULL;
     const char *stop[MAX_STOP];
     size_t n_stop = 0, hold = 0;
     uint32_t n_pred = 128, n_ctx = 4096, threads = 0, seed = 0xFFFFFFFFu;
@@ -66,6 +70,8 @@ int pl_cmd_generate(int argc, char **argv) {
         else if (!strcmp(o, "-p") || !strcmp(o, "--prompt")) ok = (prompt = v) != NULL;
         else if (!strcmp(o, "-f") || !strcmp(o, "--file")) ok = (file = v) != NULL;
         else if (!strcmp(o, "--system")) ok = (system = v) != NULL;
+        else if (!strcmp(o, "--json-schema")) ok = (schema = v) != NULL;
+        else if (!strcmp(o, "--grammar-file")) ok = (gfile = v) != NULL;
         else if (!strcmp(o, "-n") || !strcmp(o, "--n-predict")) ok = pl_parse_u32(o, v, 0, 1u << 24, &n_pred);
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) ok = pl_parse_u32(o, v, 16, 1u << 24, &n_ctx);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = pl_parse_u32(o, v, 1, 1024, &threads);
@@ -102,12 +108,24 @@ int pl_cmd_generate(int argc, char **argv) {
         if (takes) i++;
     }
     if (!model || (!prompt && !file) || (prompt && file)) goto usage;
+    if (schema && gfile) {
+        fprintf(stderr, "docpipe generate: --json-schema and --grammar-file exclude each other\n");
+        return PL_EXIT_USAGE;
+    }
     dp_err err = {0};
+    dp_buf gbnf;
+    dp_buf_init(&gbnf, (size_t)1 << 26);
+    if ((schema || gfile) && pl_grammar_from_file(schema ? schema : gfile, schema != NULL, &gbnf, &err)) {
+        fprintf(stderr, "docpipe generate: %s\n", dp_err_msg(&err));
+        dp_buf_free(&gbnf);
+        return err.code == DP_ENOENT || err.code == DP_EIO ? PL_EXIT_NOINPUT : PL_EXIT_DATAERR;
+    }
     char *text = NULL;
     size_t len = 0;
     if (file) {
         if (dp_file_read_all(file, (size_t)1 << 30, &text, &len, &err)) {
             fprintf(stderr, "docpipe generate: %s\n", dp_err_msg(&err));
+            dp_buf_free(&gbnf);
             return PL_EXIT_NOINPUT;
         }
         prompt = text;
@@ -116,6 +134,9 @@ int pl_cmd_generate(int argc, char **argv) {
     eng_model *m = NULL;
     eng_context *c = NULL;
     eng_sampler *smp = NULL;
+    eng_grammar *gram = NULL;
+    eng_matcher *gm = NULL;
+    bool gm_wait = false; /* the grammar starts after "</think>" */
     eng_tokens ids = {0};
     dp_buf rendered;
     dp_buf_init(&rendered, (size_t)1 << 30);
@@ -123,9 +144,17 @@ int pl_cmd_generate(int argc, char **argv) {
     if (eng_model_load(model, &m, &err)) {
         fprintf(stderr, "docpipe generate: %s\n", dp_err_msg(&err));
         free(text);
+        dp_buf_free(&gbnf);
         return PL_EXIT_CONFIG;
     }
     const eng_tokenizer *tok = eng_model_get_tokenizer(m);
+    if (gbnf.len && (eng_grammar_compile(tok, (const char *)gbnf.data, gbnf.len, &gram, &err) ||
+                     eng_matcher_new(gram, think, &gm, &err))) {
+        fprintf(stderr, "docpipe generate: %s\n", dp_err_msg(&err));
+        rc = PL_EXIT_DATAERR;
+        goto done;
+    }
+    gm_wait = gm && think;
     eng_context_params cp = eng_context_default_params();
     cp.n_ctx = n_ctx;
     cp.n_threads = (int)threads;
@@ -177,7 +206,14 @@ int pl_cmd_generate(int argc, char **argv) {
     dp_buf_init(&out, (size_t)1 << 30);
     size_t printed = 0, stop_at = SIZE_MAX;
     for (; n_gen < n_pred && ids.n + n_gen < n_ctx; n_gen++) {
-        int32_t next = eng_sampler_sample(smp, eng_get_logits(c, 0));
+        const bool constrained = gm && !gm_wait;
+        int32_t next = constrained ? eng_sampler_sample_masked(smp, eng_get_logits(c, 0), gm)
+                                   : eng_sampler_sample(smp, eng_get_logits(c, 0));
+        if (constrained && (next < 0 || !eng_matcher_accept_token(gm, next))) {
+            fprintf(stderr, "docpipe generate: no token can continue the text within the grammar\n");
+            rc = PL_EXIT_DATAERR;
+            break;
+        }
         if (eng_token_is_eog(tok, next)) break;
         eng_sampler_accept(smp, next);
         size_t k = eng_detok_push(tok, &d, next, false, buf, sizeof(buf));
@@ -186,6 +222,19 @@ int pl_cmd_generate(int argc, char **argv) {
         const size_t at = n_stop ? find_stop((const char *)out.data, out.len, before, stop, n_stop) : out.len;
         if (at < out.len) {
             stop_at = at;
+            n_gen++;
+            break;
+        }
+        if (gm_wait) { /* the reasoning is over: the grammar takes what follows "</think>" */
+            const char *t = (const char *)out.data;
+            for (size_t i = before >= 8 ? before - 8 : 0; i + 8 <= out.len; i++)
+                if (!memcmp(t + i, "</think>", 8)) {
+                    gm_wait = false;
+                    if (!eng_matcher_accept_bytes(gm, t + i + 8, out.len - i - 8)) n_pred = 0;
+                    break;
+                }
+        }
+        if (gm && !gm_wait && eng_matcher_must_end(gm)) { /* complete, and nothing may follow */
             n_gen++;
             break;
         }
@@ -219,6 +268,9 @@ decode_fail:
     rc = PL_EXIT_CONFIG;
 done:
     dp_buf_free(&rendered);
+    dp_buf_free(&gbnf);
+    eng_matcher_free(gm);
+    eng_grammar_free(gram);
     eng_tokens_free(&ids);
     eng_sampler_free(smp);
     eng_context_free(c);
@@ -228,6 +280,6 @@ done:
 usage:
     fprintf(stderr, "usage: docpipe generate -m MODEL.gguf (-p PROMPT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                     "       [--min-p P] [--repeat-penalty R] [-s SEED] [--chat] [--system S] [--think] [-c N] [-t N]\n"
-                    "       [--stop STR ...]\n");
+                    "       [--stop STR ...] [--json-schema FILE | --grammar-file FILE]\n");
     return PL_EXIT_USAGE;
 }

@@ -17,6 +17,9 @@ typedef struct slot {
     char **stop;
     size_t n_stop;
     eng_sampler *smp;
+    eng_matcher *gm;      /* the request's grammar, when it has one */
+    bool gm_wait;         /* the grammar starts after "</think>" */
+    const char *error;    /* with finish "error" */
     dp_buf text;
     eng_detok dt;
     void *user;
@@ -40,6 +43,7 @@ static void slot_clear(slot *s) {
     for (size_t i = 0; i < s->n_stop; i++) free(s->stop[i]);
     free(s->stop);
     eng_sampler_free(s->smp);
+    eng_matcher_free(s->gm);
     dp_buf_free(&s->text);
     memset(s, 0, sizeof(*s));
 }
@@ -159,6 +163,11 @@ dp_status pl_sched_admit(pl_sched *s, const pl_gen_req *r, dp_err *err) {
         slot_clear(sl);
         return st;
     }
+    if (r->grammar && (st = eng_matcher_new(r->grammar, r->grammar_after_think, &sl->gm, err))) {
+        slot_clear(sl);
+        return st;
+    }
+    sl->gm_wait = r->grammar && r->grammar_after_think;
     for (int32_t i = 0; i < r->n_prompt; i++) eng_sampler_accept(sl->smp, r->prompt[i]);
     dp_buf_init(&sl->text, (size_t)1 << 26);
     sl->max_tokens = r->max_tokens;
@@ -186,6 +195,35 @@ void pl_sched_cancel_all(pl_sched *s, void (*drop)(void *user)) {
     s->n_busy = 0;
 }
 
+static const char *grammar_failed(slot *sl) {
+    sl->error = "no token can continue the text within the request's grammar";
+    return "error";
+}
+
+/* Once "</think>" is in the text, the grammar takes what came after it. */
+static const char *grammar_wake(slot *sl, size_t before) {
+    static const char tag[] = "</think>";
+    const size_t tl = sizeof(tag) - 1, from = before >= tl ? before - tl : 0;
+    const char *t = (const char *)sl->text.data;
+    for (size_t i = from; i + tl <= sl->text.len; i++)
+        if (!memcmp(t + i, tag, tl)) {
+            sl->gm_wait = false;
+            return eng_matcher_accept_bytes(sl->gm, t + i + tl, sl->text.len - i - tl) ? NULL : grammar_failed(sl);
+        }
+    return NULL;
+}
+
+/* Samples the next token: within the grammar when it applies (NULL = go on), else freely. */
+static const char *sample(slot *sl, const float *l, int32_t *next) {
+    if (!sl->gm || sl->gm_wait) {
+        *next = eng_sampler_sample(sl->smp, l);
+        return NULL;
+    }
+    *next = eng_sampler_sample_masked(sl->smp, l, sl->gm);
+    if (*next < 0 || !eng_matcher_accept_token(sl->gm, *next)) return grammar_failed(sl);
+    return NULL;
+}
+
 /* Appends the sampled token; returns the finish reason or NULL to go on. */
 static const char *take_token(pl_sched *s, slot *sl, int32_t next) {
     if (eng_token_is_eog(s->tok, next)) return "stop";
@@ -207,6 +245,12 @@ static const char *take_token(pl_sched *s, slot *sl, int32_t next) {
                 return "stop";
             }
     }
+    if (sl->gm && sl->gm_wait) {
+        const char *f = grammar_wake(sl, before);
+        if (f) return f;
+    }
+    /* the grammar is complete and nothing may follow: the end, without asking the model */
+    if (sl->gm && !sl->gm_wait && eng_matcher_must_end(sl->gm)) return "stop";
     return sl->n_gen >= sl->max_tokens ? "length" : NULL;
 }
 
@@ -254,14 +298,16 @@ dp_status pl_sched_step(pl_sched *s, pl_sched_done_fn done, void *cb, dp_err *er
         if (!s->bw[i]) continue;
         const float *l = eng_get_logits(s->c, li++);
         if (!sl->decoding) sl->decoding = true, sl->t_first = dp_time_ns();
-        const char *finish = take_token(s, sl, eng_sampler_sample(sl->smp, l));
+        int32_t next;
+        const char *finish = sample(sl, l, &next);
+        if (!finish) finish = take_token(s, sl, next);
         if (!finish) continue;
         if (!strcmp(finish, "length")) {
             uint8_t tail[8];
             dp_buf_append(&sl->text, tail, eng_detok_flush(&sl->dt, tail));
         }
         pl_gen_out o = {sl->user, sl->text.data ? (const char *)sl->text.data : "", sl->text.len,
-                        (int32_t)sl->prompt.n, sl->n_gen, finish, NULL, sl->t_admit, sl->t_first, dp_time_ns()};
+                        (int32_t)sl->prompt.n, sl->n_gen, finish, sl->error, sl->t_admit, sl->t_first, dp_time_ns()};
         if (done) done(cb, &o);
         slot_clear(sl);
         eng_seq_clear(s->c, s->bseq[i]);

@@ -34,6 +34,8 @@ typedef struct pl_gen_req {
     const char *const *stop;  /* (optional) stop strings, copied */
     size_t n_stop;
     void *user;               /* handed back in pl_gen_out */
+    eng_grammar *grammar;     /* (optional) the text must be a sentence of it; borrowed, outlives the request */
+    bool grammar_after_think; /* free text up to "</think>", the grammar after it */
 } pl_gen_req;
 
 typedef struct pl_gen_out {
@@ -41,7 +43,8 @@ typedef struct pl_gen_out {
     const char *text;         /* generated text (may hold invalid UTF-8); valid during the callback */
     size_t len;
     int32_t n_prompt, n_gen;
-    const char *finish;       /* "stop" (end-of-generation token or stop string), "length", or "error" */
+    const char *finish;       /* "stop" (end-of-generation token, stop string, or the grammar complete),
+                                 "length", or "error" */
     const char *error;        /* with "error": why (the engine's check of the step failed) */
     uint64_t t_admit_ns, t_first_ns, t_done_ns; /* dp_time_ns() stamps */
 } pl_gen_out;
