@@ -38,6 +38,9 @@ typedef struct job_input {
     int line, col;           /* where it is declared, for later messages */
 } job_input;
 
+/* generation.response_format.type: OpenAI's names. */
+typedef enum job_response { JOB_RESPONSE_TEXT = 0, JOB_RESPONSE_JSON_OBJECT = 1, JOB_RESPONSE_JSON_SCHEMA = 2 } job_response;
+
 typedef struct job_spec {
     char *file;              /* the job file as given */
     job_task task;
@@ -64,6 +67,11 @@ typedef struct job_spec {
         bool thinking;
         char **stop;         /* stop strings (OpenAI's: generation ends before one; it is not kept) */
         size_t n_stop;
+        job_response response; /* response_format.type */
+        char *schema_json;   /* response_format.json_schema.schema as JSON text (inline) */
+        char *schema_file;   /* response_format.json_schema.schema_file, resolved */
+        char *grammar_file;  /* a GBNF grammar, resolved */
+        int rf_line, rf_col; /* where response_format (or grammar_file) is written */
     } generation;
     struct {                 /* task: embed */
         job_pooling pooling;

@@ -18,10 +18,11 @@
 #include <string.h>
 
 #include "job.h"
+#include "dynbuf.h"
 #include "job_yaml.h"
 #include "platform.h"
 
-typedef enum ftype { F_STR, F_PATH, F_INT, F_SIZE, F_FLOAT, F_BOOL, F_ENUM, F_STRLIST, F_TEMPLATE } ftype;
+typedef enum ftype { F_STR, F_PATH, F_INT, F_SIZE, F_FLOAT, F_BOOL, F_ENUM, F_STRLIST, F_TEMPLATE, F_RFORMAT } ftype;
 
 typedef struct field {
     const char *section;     /* "model", ..., "" for top level, "inputs[]" for input entries */
@@ -71,6 +72,8 @@ static const field k_fields[] = {
     {"generation", "seed", F_INT, S(generation.seed), false, "42", 0, 4294967295.0, NULL},
     {"generation", "thinking", F_BOOL, S(generation.thinking), false, "false", 0, 0, NULL},
     {"generation", "stop", F_STRLIST, S(generation.stop), false, NULL, 0, 16, NULL},
+    {"generation", "response_format", F_RFORMAT, S(generation.response), false, NULL, 0, 0, NULL},
+    {"generation", "grammar_file", F_PATH, S(generation.grammar_file), false, NULL, 0, 0, NULL},
     {"chunking", "max_tokens", F_INT, S(chunking.max_tokens), false, "0", 0, 1048576, NULL},
     {"chunking", "overlap", F_INT, S(chunking.overlap), false, "64", 0, 65536, NULL},
     {"chunking", "mode", F_ENUM, S(chunking.mode), false, "map-reduce", 0, 0, "map-reduce|per-chunk"},
@@ -256,9 +259,114 @@ static dp_status check_template(ctx *c, const field *f, const job_node *n) {
     return DP_OK;
 }
 
+/* A YAML tree as JSON text: plain scalars that read as null, booleans or JSON numbers are those,
+ * every other scalar a string. */
+static bool yaml_to_json(const job_node *n, dp_buf *b) {
+    bool ok = true;
+    if (n->kind == JOB_NODE_MAP || n->kind == JOB_NODE_SEQ) {
+        const bool map = n->kind == JOB_NODE_MAP;
+        ok = !dp_buf_append(b, map ? "{" : "[", 1);
+        for (size_t i = 0; ok && i < n->n; i++) {
+            if (i) ok = !dp_buf_append(b, map && i % 2 ? ":" : ",", 1);
+            if (ok && map && i % 2 == 0) { /* keys are strings */
+                job_node k = *n->items[i];
+                k.plain = false;
+                ok = yaml_to_json(&k, b);
+            } else if (ok) {
+                ok = yaml_to_json(n->items[i], b);
+            }
+        }
+        return ok && !dp_buf_append(b, map ? "}" : "]", 1);
+    }
+    const char *t = n->text;
+    if (n->plain) {
+        if (!strcmp(t, "null") || !strcmp(t, "~")) return !dp_buf_append(b, "null", 4);
+        if (!strcmp(t, "true") || !strcmp(t, "false")) return !dp_buf_append(b, t, n->len);
+        /* a JSON number exactly: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+        const char *p = t;
+        if (*p == '-') p++;
+        bool num = *p >= '0' && *p <= '9';
+        if (num && *p == '0') p++;
+        else while (*p >= '0' && *p <= '9') p++;
+        if (num && *p == '.') {
+            num = p[1] >= '0' && p[1] <= '9';
+            for (p++; *p >= '0' && *p <= '9'; p++) {}
+        }
+        if (num && (*p == 'e' || *p == 'E')) {
+            p++;
+            if (*p == '+' || *p == '-') p++;
+            num = *p >= '0' && *p <= '9';
+            while (*p >= '0' && *p <= '9') p++;
+        }
+        if (num && !*p) return !dp_buf_append(b, t, n->len);
+    }
+    ok = !dp_buf_append(b, "\"", 1);
+    for (size_t i = 0; ok && i < n->len; i++) {
+        const unsigned char ch = (unsigned char)t[i];
+        if (ch == '"' || ch == '\\') ok = !dp_buf_printf(b, "\\%c", ch);
+        else if (ch < 0x20) ok = !dp_buf_printf(b, "\\u%04x", ch);
+        else ok = !dp_buf_append(b, &t[i], 1);
+    }
+    return ok && !dp_buf_append(b, "\"", 1);
+}
+
+static const job_node *map_get(const job_node *m, const char *key);
+
+/* generation.response_format: {type: text | json_object | json_schema, json_schema: {name, strict,
+ * description, schema: {...} | schema_file: PATH}} (OpenAI's shape). The schema itself is checked
+ * when the run compiles it (docpipe validate does). */
+static dp_status response_format(ctx *c, const job_node *n, job_spec *j) {
+    j->generation.rf_line = n->line, j->generation.rf_col = n->col;
+    if (n->kind != JOB_NODE_MAP)
+        return fail(c, n, "generation.response_format must be a mapping ({type: json_schema, json_schema: {...}}), not %s",
+                    kind_name(n));
+    for (size_t i = 0; i + 1 < n->n; i += 2)
+        if (strcmp(n->items[i]->text, "type") && strcmp(n->items[i]->text, "json_schema"))
+            return fail(c, n->items[i], "unknown key '%s' in generation.response_format (type, json_schema)",
+                        n->items[i]->text);
+    const job_node *t = map_get(n, "type"), *js = map_get(n, "json_schema");
+    if (!t || t->kind != JOB_NODE_SCALAR)
+        return fail(c, n, "generation.response_format.type is required: text, json_object or json_schema");
+    if (!strcmp(t->text, "text")) j->generation.response = JOB_RESPONSE_TEXT;
+    else if (!strcmp(t->text, "json_object")) j->generation.response = JOB_RESPONSE_JSON_OBJECT;
+    else if (!strcmp(t->text, "json_schema")) j->generation.response = JOB_RESPONSE_JSON_SCHEMA;
+    else return fail(c, t, "generation.response_format.type is '%s' but must be text, json_object or json_schema", t->text);
+    if (j->generation.response != JOB_RESPONSE_JSON_SCHEMA) {
+        if (js) return fail(c, js, "generation.response_format.json_schema goes with type json_schema only");
+        return DP_OK;
+    }
+    if (!js || js->kind != JOB_NODE_MAP)
+        return fail(c, js ? js : t, "type json_schema needs json_schema: {name: ..., schema: {...}} (or schema_file: PATH)");
+    for (size_t i = 0; i + 1 < js->n; i += 2) {
+        const char *k = js->items[i]->text;
+        if (strcmp(k, "name") && strcmp(k, "strict") && strcmp(k, "description") && strcmp(k, "schema") &&
+            strcmp(k, "schema_file"))
+            return fail(c, js->items[i], "unknown key '%s' in generation.response_format.json_schema (name, strict, "
+                        "description, schema, schema_file)", k);
+    }
+    const job_node *sc = map_get(js, "schema"), *sf = map_get(js, "schema_file");
+    if (!!sc == !!sf)
+        return fail(c, js, "generation.response_format.json_schema needs exactly one of schema (inline) and schema_file");
+    if (sf) {
+        if (sf->kind != JOB_NODE_SCALAR || !sf->len) return fail(c, sf, "schema_file must be a path");
+        j->generation.schema_file = resolve(c, sf->text);
+        return j->generation.schema_file ? DP_OK : dp_err_set(c->err, DP_ENOMEM, "out of memory");
+    }
+    if (sc->kind != JOB_NODE_MAP) return fail(c, sc, "json_schema.schema must be a mapping (a JSON Schema)");
+    dp_buf b;
+    dp_buf_init(&b, JOB_YAML_MAX_BYTES * 2);
+    if (!yaml_to_json(sc, &b)) {
+        dp_buf_free(&b);
+        return dp_err_set(c->err, DP_ENOMEM, "out of memory");
+    }
+    j->generation.schema_json = (char *)b.data; /* NUL-terminated by dp_buf */
+    return DP_OK;
+}
+
 /* Stores value node n into base + f->off. */
 static dp_status set_field(ctx *c, const field *f, const job_node *n, uint8_t *base, bool is_default) {
     void *dst = base + f->off;
+    if (f->type == F_RFORMAT) return response_format(c, n, (job_spec *)base);
     if (f->type == F_STRLIST) {
         /* a list field is followed by its count (char **x; size_t n_x;) */
         char ***list = dst;
@@ -721,6 +829,9 @@ void job_spec_free(job_spec *j) {
     free(j->dir);
     free(j->model.path);
     free(j->model.sha256);
+    free(j->generation.schema_json);
+    free(j->generation.schema_file);
+    free(j->generation.grammar_file);
     for (size_t i = 0; i < j->n_inputs; i++) {
         free(j->inputs[i].path);
         free_list(j->inputs[i].include, j->inputs[i].n_include);

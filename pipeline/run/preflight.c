@@ -3,6 +3,8 @@
  */
 #include "preflight.h"
 
+#include "job_grammar.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +91,16 @@ int pl_preflight(const job_spec *j, pl_preflight_depth depth, const char *prog) 
             problem(&r, PL_EXIT_CONFIG, j->inputs[i].line, j->inputs[i].col, "inputs[%zu].changed_since: %s", i,
                     dp_err_msg(&err));
         else pl_changed_free(&ch);
+    }
+    {
+        dp_buf g;
+        dp_buf_init(&g, (size_t)1 << 26);
+        dp_err err = {0};
+        dp_status st = pl_job_grammar(j, &g, &err);
+        if (st)
+            problem(&r, st == DP_ENOENT || st == DP_EIO || st == DP_EACCES ? PL_EXIT_NOINPUT : PL_EXIT_DATAERR,
+                    j->generation.rf_line, j->generation.rf_col, "%s", dp_err_msg(&err));
+        dp_buf_free(&g);
     }
     dp_stat_info si;
     if (dp_stat(j->model.path, true, &si, NULL) || si.kind != DP_KIND_FILE)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "exit_codes.h"
+#include "job_grammar.h"
 #include "layout.h"
 #include "metrics.h"
 #include "open_context.h"
@@ -16,6 +17,7 @@
 #include "progress.h"
 #include "rng.h"
 #include "run_internal.h"
+#include "job_grammar.h"
 #include "say.h"
 #include "sha256.h"
 
@@ -122,7 +124,7 @@ static void sha_hex_of(dp_sha256 *h, char out[65]) {
 static void add_field(dp_sha256 *h, const char *s) { dp_sha256_update(h, s ? s : "\x01(none)", (s ? strlen(s) : 7) + 1); }
 
 /* The settings that change results, besides model and templates. */
-static void settings_fingerprint(const job_spec *j, char out[65]) {
+static void settings_fingerprint(const job_spec *j, const char *gbnf, char out[65]) {
     char buf[1024];
     snprintf(buf, sizeof(buf),
              "context=%lld max_tokens=%lld temperature=%.9g top_k=%lld top_p=%.9g min_p=%.9g repeat_penalty=%.9g "
@@ -139,6 +141,11 @@ static void settings_fingerprint(const job_spec *j, char out[65]) {
     for (size_t i = 0; i < j->generation.n_stop; i++) {
         add_field(&h, "stop");
         add_field(&h, j->generation.stop[i]);
+    }
+    /* the grammar generation follows (none: nothing added, as before) */
+    if (gbnf) {
+        add_field(&h, "grammar");
+        add_field(&h, gbnf);
     }
     /* a converter's command makes the text the model reads (none: nothing added, as before) */
     for (size_t c = 0; c < j->n_converters; c++) {
@@ -177,6 +184,8 @@ void pl_run_free(pl_run *r) {
     pl_ledger_free(r->ledger);
     pl_checkpoint_free(&r->ck);
     eng_context_free(r->ctx);
+    eng_grammar_free(r->grammar);
+    free(r->gbnf);
     eng_model_free(r->model);
     dp_lock_release(&r->lock);
     free(r->state_dir);
@@ -451,7 +460,7 @@ static int open_state(pl_run *r, bool restart_requested) {
         return PL_EXIT_CONFIG;
     }
     templates_fingerprint(j, r->fp.templates);
-    settings_fingerprint(j, r->fp.settings);
+    settings_fingerprint(j, r->gbnf, r->fp.settings);
     const char *res_rel = pl_job_rel(r, r->results_path), *err_rel = pl_job_rel(r, r->errors_path);
     int rc;
     if (restart_requested && (rc = restart(r))) return rc;
@@ -587,6 +596,22 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     if (pl_context_open(r->model, &cp, o->mem, &r->ctx, &err)) {
         pl_say(PL_SAY_ERROR, "error", NULL, "%s: %s", j->file, dp_err_msg(&err));
         return PL_EXIT_CONFIG;
+    }
+    {
+        dp_buf g;
+        dp_buf_init(&g, (size_t)1 << 26);
+        dp_status st = pl_job_grammar(j, &g, &err);
+        if (!st && g.len) {
+            st = eng_grammar_compile(r->tok, (const char *)g.data, g.len, &r->grammar, &err);
+            r->gbnf = (char *)g.data; /* NUL-terminated */
+        } else {
+            dp_buf_free(&g);
+        }
+        if (st) {
+            pl_say(PL_SAY_ERROR, "error", NULL, "%s:%d:%d: %s", j->file, j->generation.rf_line, j->generation.rf_col,
+                   dp_err_msg(&err));
+            return st == DP_ENOENT || st == DP_EIO ? PL_EXIT_NOINPUT : PL_EXIT_DATAERR;
+        }
     }
     r->map_spec = (pl_prompt_spec){r->chat, j->prompts.system, j->prompts.template_, j->generation.thinking};
     /* without a reduce_template, the template itself combines the chunk results */

@@ -117,6 +117,8 @@ typedef struct pl_run {
     eng_context *ctx;
     char model_name[256];
     pl_prompt_spec map_spec, reduce_spec;
+    char *gbnf;                 /* the job's grammar (response_format / grammar_file), or NULL */
+    eng_grammar *grammar;       /* it, compiled for the model's vocabulary */
     bool do_reduce;             /* map-reduce mode with a reduce template */
     pl_fingerprint fp;
     /* state */

@@ -246,7 +246,8 @@ static dp_status admit(infer *f, pl_item *it) {
     pl_result probe = {.index = it->index, .level = it->level};
     pl_custom_id(r, it->u, &probe, cid);
     pl_gen_req g = {it->prompt.ids, (int32_t)it->prompt.n, (int32_t)r->job.generation.max_tokens,
-                    pl_run_sampler(r, cid), (const char *const *)r->job.generation.stop, r->job.generation.n_stop, it};
+                    pl_run_sampler(r, cid), (const char *const *)r->job.generation.stop, r->job.generation.n_stop, it,
+                    r->grammar, r->grammar && r->job.generation.thinking};
     dp_status st = pl_sched_admit(f->s, &g, &f->err);
     if (st == DP_EBUSY) { /* after finished requests free KV blocks; DP_EBUSY stops admitting */
         f->waiting = it;
