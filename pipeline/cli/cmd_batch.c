@@ -627,7 +627,7 @@ int pl_cmd_batch(int argc, char **argv) {
             }
             if (!r->err_code) {
                 pl_gen_req g = {r->prompt.ids, (int32_t)r->prompt.n, r->b.max_tokens, r->b.sp,
-                                (const char *const *)r->b.stop, r->b.n_stop, r};
+                                (const char *const *)r->b.stop, r->b.n_stop, r, NULL, false};
                 dp_status a = pl_sched_admit(sch, &g, &err);
                 if (a == DP_EBUSY) { /* wait for finished requests to free KV blocks */
                     waiting = r;

@@ -781,7 +781,7 @@ static void gen_all_of(sc *c, json_t *s, int rule) {
         if (json_is_false(json_object_get(x, "additionalProperties"))) closed = true;
     }
     if (!json_is_array(list)) fail(c, "allOf must be an array of schemas");
-    json_object_set(m, "type", json_string("object"));
+    json_object_set_new(m, "type", json_string("object"));
     json_object_set(m, "properties", props);
     json_object_set(m, "required", req);
     json_object_set_new(m, "additionalProperties", json_boolean(!closed ? json_is_true(json_object_get(s, "additionalProperties")) : 0));
