@@ -148,6 +148,40 @@ static int write_line(FILE *out, json_t *o) {
     return ok ? 0 : errno ? errno : EIO;
 }
 
+/* The grammars of a batch's requests, compiled once per distinct text (requests repeat a schema). */
+typedef struct gcache {
+    char **text;
+    eng_grammar **g;
+    size_t n, cap;
+} gcache;
+
+static eng_grammar *gcache_get(gcache *gc, const eng_model *m, const char *gbnf, dp_err *err) {
+    for (size_t i = 0; i < gc->n; i++)
+        if (!strcmp(gc->text[i], gbnf)) return gc->g[i];
+    if (gc->n == gc->cap) {
+        size_t cap = gc->cap ? gc->cap * 2 : 8;
+        char **t = realloc(gc->text, cap * sizeof(*t));
+        if (t) gc->text = t;
+        eng_grammar **g = t ? realloc(gc->g, cap * sizeof(*g)) : NULL;
+        if (!g) return dp_err_set(err, DP_ENOMEM, "out of memory"), NULL;
+        gc->g = g, gc->cap = cap;
+    }
+    eng_grammar *g = NULL;
+    if (eng_grammar_compile(eng_model_get_tokenizer(m), gbnf, strlen(gbnf), &g, err)) return NULL;
+    if (!(gc->text[gc->n] = strdup(gbnf))) {
+        eng_grammar_free(g);
+        return dp_err_set(err, DP_ENOMEM, "out of memory"), NULL;
+    }
+    gc->g[gc->n++] = g;
+    return g;
+}
+
+static void gcache_free(gcache *gc) {
+    for (size_t i = 0; i < gc->n; i++) free(gc->text[i]), eng_grammar_free(gc->g[i]);
+    free(gc->text);
+    free(gc->g);
+}
+
 typedef struct batch_run {
     FILE *out;
     FILE *errs;            /* failed requests, as OpenAI's error file (may be out itself) */
@@ -540,6 +574,7 @@ int pl_cmd_batch(int argc, char **argv) {
     eng_model *m = NULL;
     eng_context *c = NULL;
     req *waiting = NULL; /* the next request, when the KV cache has no room for it yet */
+    gcache gc = {0};     /* the requests' grammars */
     if (eng_model_load(model, &m, &err)) {
         fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
         free(data);
@@ -625,9 +660,14 @@ int pl_cmd_batch(int argc, char **argv) {
                     refuse(r, "invalid_request", msg);
                 }
             }
+            eng_grammar *gram = NULL;
+            if (!r->err_code && r->b.gbnf && !(gram = gcache_get(&gc, m, r->b.gbnf, &err))) {
+                dp_err_prefix(&err, "line %d: body.response_format", lineno);
+                refuse(r, "invalid_request", err.msg);
+            }
             if (!r->err_code) {
                 pl_gen_req g = {r->prompt.ids, (int32_t)r->prompt.n, r->b.max_tokens, r->b.sp,
-                                (const char *const *)r->b.stop, r->b.n_stop, r, NULL, false};
+                                (const char *const *)r->b.stop, r->b.n_stop, r, gram, gram && r->thinking};
                 dp_status a = pl_sched_admit(sch, &g, &err);
                 if (a == DP_EBUSY) { /* wait for finished requests to free KV blocks */
                     waiting = r;
@@ -683,6 +723,7 @@ done:
     json_decref(done);
     if (sch) pl_sched_cancel_all(sch, drop_req);
     pl_sched_free(sch);
+    gcache_free(&gc); /* after the scheduler: its matchers point into the grammars */
     if (errs != out && fclose(errs) != 0) rc = PL_EXIT_IOERR;
     if (out == stdout ? fflush(out) != 0 : fclose(out) != 0) rc = PL_EXIT_IOERR;
     eng_context_free(c);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "dynbuf.h"
+#include "json_schema.h"
 
 void pl_batch_req_free(pl_batch_req *r) {
     if (!r) return;
@@ -26,6 +27,7 @@ void pl_batch_req_free(pl_batch_req *r) {
     }
     free(r->msgs);
     free(r->prompt);
+    free(r->gbnf);
     for (size_t i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     free(r->stop);
@@ -212,12 +214,42 @@ static dp_status unsupported(json_t *body, int line, dp_err *err) {
         return refuse(err, line, "body.echo is %s; docpipe does not echo the prompt", describe(v, d, sizeof(d)));
     if ((v = field(body, "tools")) && !(json_is_array(v) && !json_array_size(v)))
         return refuse(err, line, "body.tools: docpipe does not call tools");
-    if ((v = field(body, "response_format"))) {
-        const char *t = json_string_value(json_object_get(v, "type"));
-        if (!t || strcmp(t, "text"))
-            return refuse(err, line, "body.response_format of type %s: docpipe writes plain text only",
-                          t ? t : "(none)");
+    return DP_OK;
+}
+
+/* body.response_format: text (nothing), json_object, or json_schema with its schema, as a GBNF
+ * grammar in r->gbnf; a schema docpipe cannot follow exactly is refused with its path. */
+static dp_status response_format(json_t *body, pl_batch_req *r, dp_err *err) {
+    const int line = r->line;
+    json_t *v = field(body, "response_format");
+    if (!v || json_is_null(v)) return DP_OK;
+    const char *t = json_is_object(v) ? json_string_value(json_object_get(v, "type")) : NULL;
+    if (!t) return refuse(err, line, "body.response_format must be an object with a type: text, json_object or json_schema");
+    if (!strcmp(t, "text")) return DP_OK;
+    dp_buf g;
+    dp_buf_init(&g, (size_t)1 << 26);
+    dp_err e = {0};
+    dp_status st;
+    if (!strcmp(t, "json_object")) {
+        st = pl_json_object_gbnf(&g, &e);
+    } else if (!strcmp(t, "json_schema")) {
+        json_t *js = json_object_get(v, "json_schema"), *sc = json_is_object(js) ? json_object_get(js, "schema") : NULL;
+        if (!json_is_object(sc) && !json_is_true(sc)) {
+            dp_buf_free(&g);
+            return refuse(err, line, "body.response_format.json_schema.schema must be an object (a JSON Schema)");
+        }
+        char *text = json_dumps(sc, JSON_COMPACT | JSON_ENCODE_ANY);
+        st = text ? pl_schema_to_gbnf(text, strlen(text), &g, &e) : dp_err_set(&e, DP_ENOMEM, "out of memory");
+        free(text);
+    } else {
+        dp_buf_free(&g);
+        return refuse(err, line, "body.response_format.type is %s; text, json_object and json_schema are supported", t);
     }
+    if (st) {
+        dp_buf_free(&g);
+        return refuse(err, line, "body.response_format.json_schema: %s", e.msg);
+    }
+    r->gbnf = (char *)g.data; /* NUL-terminated */
     return DP_OK;
 }
 
@@ -368,6 +400,7 @@ dp_status pl_batch_req_parse(const char *line, size_t len, int lineno, int32_t n
     }
     r->sp.seed = seed;
     if ((st = stops(body, r, err))) goto out;
+    if ((st = response_format(body, r, err))) goto out;
     st = r->chat ? messages(body, r, err) : prompt(body, r, err);
 out:
     json_decref(o);

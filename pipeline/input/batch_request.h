@@ -2,7 +2,7 @@
  * batch_request.h - one line of an OpenAI batch file (the input of the OpenAI Batch API and of
  * `vllm run-batch`) checked and read into a request, before any model is involved: every field
  * docpipe uses is checked for its type and range, and a field it would otherwise have to ignore
- * while it changes the answer (n > 1, logprobs, tools, a response format) is refused, so a
+ * while it changes the answer (n > 1, logprobs, tools) is refused, so a
  * request never runs as something other than what it asked for. Refusals name the line and the
  * field, e.g. "line 8: body.max_tokens must be an integer from 1 to 4096 (the context), not -1".
  */
@@ -30,6 +30,7 @@ typedef struct pl_batch_req {
     eng_sampler_params sp; /* OpenAI's defaults; seeded from seed and custom_id alone */
     char **stop;
     size_t n_stop;
+    char *gbnf;     /* body.response_format json_object / json_schema as a GBNF grammar, or NULL */
     bool embed;     /* /v1/embeddings: inputs (each a non-empty string), nothing above but custom_id,
                      * line and model */
     char **inputs;

@@ -554,8 +554,70 @@ static void test_batch_embeddings(void **state) {
     free(printed);
 }
 
+/* Constrained requests (response_format json_schema / json_object) beside free ones: every
+ * finished answer is JSON of its schema, the texts do not depend on how many run at once
+ * (--seqs 1 = --seqs 4), and a schema docpipe cannot follow is refused for its line alone. */
+static void test_batch_response_format(void **state) {
+    (void)state;
+    char model[256], in[256], out[2][256];
+    snprintf(model, sizeof(model), "%s", tu_tmp("qwen35"));
+    assert_int_equal(tu_run(NULL, "make-test-model --arch qwen35 --out '%s'", model), 0);
+    snprintf(in, sizeof(in), "%s", tu_tmp("rf-req.jsonl"));
+    FILE *f = fopen(in, "w");
+    static const char schema[] = "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"f\", \"strict\": true, "
+                                 "\"schema\": {\"type\": \"object\", \"properties\": {\"severity\": {\"enum\": [\"low\", "
+                                 "\"high\"]}, \"line\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 500}, "
+                                 "\"message\": {\"type\": \"string\", \"maxLength\": 12}}, \"required\": [\"severity\", "
+                                 "\"line\", \"message\"]}}}";
+    for (int i = 0; i < 8; i++)
+        fprintf(f, "{\"custom_id\": \"r%d\", \"url\": \"/v1/chat/completions\", \"body\": {\"messages\": [{\"role\": "
+                "\"user\", \"content\": \"Review line %d\"}], \"max_tokens\": 120, \"temperature\": %s, \"seed\": %d, "
+                "\"response_format\": %s}}\n", i, i, i % 2 ? "0.9" : "0", i,
+                i % 4 == 3 ? "{\"type\": \"json_object\"}" : i % 4 == 2 ? "{\"type\": \"text\"}" : schema);
+    fprintf(f, "{\"custom_id\": \"bad\", \"url\": \"/v1/chat/completions\", \"body\": {\"messages\": [{\"role\": "
+            "\"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
+            "{\"schema\": {\"type\": \"integer\", \"multipleOf\": 3}}}}}\n");
+    fclose(f);
+    json_t *res[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(out[k], sizeof(out[k]), "%s", tu_tmp(k ? "rf4.jsonl" : "rf1.jsonl"));
+        const int rc = tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --errors '%s' --seqs %d -c 1024 -t 2", model, in,
+                              out[k], out[k], k ? 4 : 1);
+        assert_int_equal(rc, 3); /* the refused line */
+        int n_lines;
+        res[k] = load_results(out[k], &n_lines);
+        assert_int_equal(n_lines, 9);
+    }
+    assert_string_equal(json_string_value(json_object_get(res[0], "bad")), "error:invalid_request");
+    int valid = 0;
+    for (int i = 0; i < 8; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "r%d", i);
+        const char *a = json_string_value(json_object_get(res[0], id)), *b = json_string_value(json_object_get(res[1], id));
+        if (!a || !b || strcmp(a, b)) fail_msg("%s differs between --seqs 1 and 4: '%s' vs '%s'", id, a, b);
+        const char *bar = strrchr(a, '|');
+        if (i % 4 == 2 || strcmp(bar, "|stop")) continue; /* free text, or cut by max_tokens */
+        json_t *v = json_loadb(a, (size_t)(bar - a), 0, NULL);
+        if (!json_is_object(v)) fail_msg("%s: not a JSON object: %s", id, a);
+        if (i % 4 != 3) {
+            const char *sev = json_string_value(json_object_get(v, "severity"));
+            const json_int_t line = json_integer_value(json_object_get(v, "line"));
+            const char *msg = json_string_value(json_object_get(v, "message"));
+            if (!sev || (strcmp(sev, "low") && strcmp(sev, "high")) || line < 1 || line > 500 || !msg ||
+                json_object_size(v) != 3)
+                fail_msg("%s: not of the schema: %s", id, a);
+        }
+        json_decref(v);
+        valid++;
+    }
+    assert_true(valid >= 3);
+    json_decref(res[0]);
+    json_decref(res[1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batch_response_format),
         cmocka_unit_test(test_batch_results_do_not_depend_on_batching),
         cmocka_unit_test(test_batch_waits_for_kv_blocks_and_refuses_what_never_fits),
         cmocka_unit_test(test_batch_refuses_a_reused_custom_id),

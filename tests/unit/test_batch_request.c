@@ -154,8 +154,12 @@ static void test_refusals_name_line_and_field(void **state) {
     refused(CHAT "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{}]}}", "r1", "body.tools",
             NULL);
     refused(CHAT "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": "
-                 "\"json_object\"}}}",
-            "r1", "body.response_format", "json_object", NULL);
+                 "\"regex\"}}}",
+            "r1", "body.response_format", "regex", NULL);
+    refused(CHAT "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": "
+                 "\"json_schema\", \"json_schema\": {\"schema\": {\"type\": \"object\", \"properties\": {\"a\": "
+                 "{\"not\": {}}}}}}}}",
+            "r1", "body.response_format", "/properties/a", "'not'", NULL);
 }
 
 int main(void) {
