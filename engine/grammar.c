@@ -604,18 +604,57 @@ static dp_status check_left_recursion(gb *b) {
         free(nullable), free(mark), free(stack);
         return oom(b);
     }
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (int32_t r = 0; r < n; r++) {
-            if (nullable[r]) continue;
-            for (int32_t k = 0; k < b->r[r].n_alts && !nullable[r]; k++) {
+    /* nullable rules by a work list (a fixed-point loop over all rules is quadratic on the long
+     * chains of helper rules that counted repetitions make): each alternative counts the
+     * symbols not yet known to be nullable; a rule becomes nullable when one reaches 0 */
+    int32_t n_alts = 0, n_refs = 0;
+    for (int32_t r = 0; r < n; r++) {
+        n_alts += b->r[r].n_alts;
+        for (int32_t k = 0; k < b->r[r].n_alts; k++) n_refs += b->r[r].alts[k].n;
+    }
+    int32_t *left = malloc(((size_t)n_alts + 1) * sizeof(int32_t)), *owner = malloc(((size_t)n_alts + 1) * sizeof(int32_t));
+    int32_t *use_off = calloc((size_t)n + 1, sizeof(int32_t)), *uses = malloc(((size_t)n_refs + 1) * sizeof(int32_t));
+    int32_t *queue = malloc(((size_t)n + 1) * sizeof(int32_t));
+    if (!left || !owner || !use_off || !uses || !queue) {
+        free(left), free(owner), free(use_off), free(uses), free(queue), free(nullable), free(mark), free(stack);
+        return oom(b);
+    }
+    int32_t ai = 0, qn = 0;
+    for (int32_t r = 0; r < n; r++)
+        for (int32_t k = 0; k < b->r[r].n_alts; k++) {
+            const galt *a = &b->r[r].alts[k];
+            bool set = false;
+            for (int32_t i = 0; i < a->n; i++)
+                if (a->s[i].kind == GEL_SET) set = true;
+                else use_off[a->s[i].arg + 1]++;
+            owner[ai] = r;
+            left[ai++] = set ? -1 : a->n; /* -1: holds a byte set, never nullable */
+        }
+    for (int32_t r = 0; r < n; r++) use_off[r + 1] += use_off[r];
+    {
+        int32_t *fill = calloc((size_t)n + 1, sizeof(int32_t));
+        if (!fill) {
+            free(left), free(owner), free(use_off), free(uses), free(queue), free(nullable), free(mark), free(stack);
+            return oom(b);
+        }
+        ai = 0;
+        for (int32_t r = 0; r < n; r++)
+            for (int32_t k = 0; k < b->r[r].n_alts; k++, ai++) {
                 const galt *a = &b->r[r].alts[k];
-                int32_t i = 0;
-                while (i < a->n && a->s[i].kind == GEL_REF && nullable[a->s[i].arg]) i++;
-                if (i == a->n) nullable[r] = changed = true;
+                for (int32_t i = 0; i < a->n; i++)
+                    if (a->s[i].kind == GEL_REF) uses[use_off[a->s[i].arg] + fill[a->s[i].arg]++] = ai;
+                if (left[ai] == 0 && !nullable[r]) nullable[r] = true, queue[qn++] = r;
             }
+        free(fill);
+    }
+    for (int32_t qi = 0; qi < qn; qi++) {
+        const int32_t x = queue[qi];
+        for (int32_t u = use_off[x]; u < use_off[x + 1]; u++) {
+            const int32_t al = uses[u];
+            if (left[al] > 0 && --left[al] == 0 && !nullable[owner[al]]) nullable[owner[al]] = true, queue[qn++] = owner[al];
         }
     }
+    free(left), free(owner), free(use_off), free(uses), free(queue);
     /* depth-first over "may begin with" edges; mark 1 = on the path, 2 = done */
     for (int32_t root = 0; root < n && !b->st; root++) {
         if (mark[root]) continue;

@@ -12,6 +12,10 @@
  * With -d N every test starts at depth N, as llama-bench -d defines it: N prompt tokens already in
  * the cache before the timed part (decoded once, untimed, in a sequence of its own that each test
  * copies: KV blocks by reference). The best of -r repetitions is kept.
+ * With --json-schema FILE / --grammar-file FILE every generated token is drawn within the grammar
+ * (greedy over the allowed tokens, a fresh matcher when one completes), so that generation with
+ * and without the constraint can be set side by side; the time spent choosing tokens within the
+ * grammar, and the grammar's compile time, are reported too.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +23,7 @@
 
 #include "cli.h"
 #include "help.h"
+#include "json_schema.h"
 #include "engine.h"
 #include "open_context.h"
 #include "exit_codes.h"
@@ -26,7 +31,7 @@
 
 
 int pl_cmd_bench(int argc, char **argv) {
-    const char *model = NULL, *seqs_arg = "1";
+    const char *model = NULL, *seqs_arg = "1", *schema = NULL, *gfile = NULL;
     uint32_t threads = 0, n_p = 512, n_g = 64, reps = 2, depth = 0;
     int device = DP_DEVICE_AUTO;
     bool json = false, exact = false, pps = false;
@@ -40,6 +45,8 @@ int pl_cmd_bench(int argc, char **argv) {
         else if (!strcmp(o, "-r")) ok = pl_parse_u32(o, v, 1, 100, &reps);
         else if (!strcmp(o, "-d") || !strcmp(o, "--depth")) ok = pl_parse_u32(o, v, 0, 1u << 22, &depth);
         else if (!strcmp(o, "--seqs")) ok = (seqs_arg = v) != NULL;
+        else if (!strcmp(o, "--json-schema")) ok = (schema = v) != NULL;
+        else if (!strcmp(o, "--grammar-file")) ok = (gfile = v) != NULL;
         else if (!strcmp(o, "--device")) ok = pl_parse_device(v, &device);
         else {
             takes = false;
@@ -89,6 +96,37 @@ int pl_cmd_bench(int argc, char **argv) {
         return PL_EXIT_CONFIG;
     }
     const int32_t V = (int32_t)eng_tokenizer_n_vocab(eng_model_get_tokenizer(m));
+    /* the grammar: compiled twice, the first time with the vocabulary trie (once per model) */
+    eng_grammar *gram = NULL;
+    eng_matcher *gm[4096] = {0};
+    eng_sampler *gs = NULL;
+    double t_trie = 0, t_compile = 0, t_choose[16] = {0};
+    if (schema || gfile) {
+        dp_buf gb;
+        dp_buf_init(&gb, (size_t)1 << 26);
+        uint64_t t0 = dp_time_ns();
+        dp_status st = pl_grammar_from_file(schema ? schema : gfile, schema != NULL, &gb, &err);
+        const uint64_t t1 = dp_time_ns();
+        if (!st) st = eng_grammar_compile(eng_model_get_tokenizer(m), (const char *)gb.data, gb.len, &gram, &err);
+        const uint64_t t2 = dp_time_ns();
+        eng_grammar_free(gram);
+        gram = NULL;
+        const uint64_t t3 = dp_time_ns();
+        if (!st) st = eng_grammar_compile(eng_model_get_tokenizer(m), (const char *)gb.data, gb.len, &gram, &err);
+        const uint64_t t4 = dp_time_ns();
+        dp_buf_free(&gb);
+        eng_sampler_params sp = eng_sampler_default_params();
+        sp.temp = 0;
+        if (!st) st = eng_sampler_new(&sp, V, &gs, &err);
+        if (st) {
+            fprintf(stderr, "docpipe bench: %s\n", dp_err_msg(&err));
+            eng_context_free(c);
+            eng_model_free(m);
+            return PL_EXIT_DATAERR;
+        }
+        t_compile = (double)(t1 - t0 + t4 - t3) / 1e6;
+        t_trie = (double)(t2 - t1) / 1e6 - (double)(t4 - t3) / 1e6;
+    }
     /* random tokens: the depth's, then the prompt's */
     const size_t n_tok = (size_t)depth + (n_p > max_seq ? n_p : max_seq);
     int32_t *all = malloc(n_tok * sizeof(int32_t) + 16), *tok = all ? all + depth : NULL;
@@ -134,7 +172,16 @@ int pl_cmd_bench(int argc, char **argv) {
                 sq[q] = (int32_t)q;
                 want[q] = 1;
             }
-            uint64_t t0 = dp_time_ns();
+            for (uint32_t q = 0; gram && q < B; q++) {
+                eng_matcher_free(gm[q]);
+                gm[q] = NULL;
+                if (eng_matcher_new(gram, false, &gm[q], &err)) {
+                    free(tk);
+                    free(want);
+                    goto fail;
+                }
+            }
+            uint64_t t0 = dp_time_ns(), t_ch = 0;
             for (uint32_t step = 0; step < n_g; step++) {
                 eng_batch b = {(int32_t)B, tk, ps, sq, want};
                 if (eng_decode(c, &b, &err)) {
@@ -142,13 +189,34 @@ int pl_cmd_bench(int argc, char **argv) {
                     free(want);
                     goto fail;
                 }
+                const uint64_t tc = dp_time_ns();
                 for (uint32_t q = 0; q < B; q++) {
-                    tk[q] = eng_argmax(eng_get_logits(c, (int32_t)q), V);
+                    const float *l = eng_get_logits(c, (int32_t)q);
+                    if (!gram) {
+                        tk[q] = eng_argmax(l, V);
+                    } else {
+                        int32_t t = eng_sampler_sample_masked(gs, l, gm[q]);
+                        if (t < 0 || !eng_matcher_accept_token(gm[q], t) || eng_matcher_must_end(gm[q]) ||
+                            eng_token_is_eog(eng_model_get_tokenizer(m), t)) {
+                            /* complete (or stuck): a new text from the start, as the next request would */
+                            eng_matcher_free(gm[q]);
+                            gm[q] = NULL;
+                            if (eng_matcher_new(gram, false, &gm[q], &err)) {
+                                free(tk);
+                                free(want);
+                                goto fail;
+                            }
+                            if (t < 0 || eng_token_is_eog(eng_model_get_tokenizer(m), t)) t = tok[q % (n_p ? n_p : 1)];
+                        }
+                        tk[q] = t;
+                    }
                     ps[q]++;
                 }
+                t_ch += dp_time_ns() - tc;
             }
-            double v = (double)B * n_g / ((double)(dp_time_ns() - t0) / 1e9);
-            if (v > tg[k]) tg[k] = v;
+            const double el = (double)(dp_time_ns() - t0) / 1e9;
+            double v = (double)B * n_g / el;
+            if (v > tg[k]) tg[k] = v, t_choose[k] = (double)t_ch / 1e9 / el;
             free(tk);
             free(want);
         }
@@ -161,7 +229,17 @@ int pl_cmd_bench(int argc, char **argv) {
                model, in->arch_name, eng_context_backend_name(c), cp.n_threads ? cp.n_threads : dp_cpu_count(), n_p,
                n_g, depth, pp, tg[0]);
         for (int k = 0; k < n_seqs; k++) printf("%s\"%u\": %.3f", k ? ", " : "", seqs[k], tg[k]);
-        printf("}}\n");
+        printf("}");
+        if (gram) {
+            uint64_t hits, misses;
+            eng_grammar_cache_stats(gram, &hits, &misses);
+            printf(", \"grammar\": {\"compile_ms\": %.3f, \"vocab_trie_ms\": %.3f, \"mask_cache_hits\": %llu, "
+                   "\"mask_builds\": %llu, \"choose_share_by_seqs\": {", t_compile, t_trie, (unsigned long long)hits,
+                   (unsigned long long)misses);
+            for (int k = 0; k < n_seqs; k++) printf("%s\"%u\": %.5f", k ? ", " : "", seqs[k], t_choose[k]);
+            printf("}}");
+        }
+        printf("}\n");
     } else {
         printf("model     %s (%s, %.2f GiB of weights)\nbackend   %s\n", model, in->arch_name,
                (double)in->weight_bytes / (1 << 30), eng_context_backend_name(c));
@@ -172,12 +250,24 @@ int pl_cmd_bench(int argc, char **argv) {
         snprintf(label, sizeof(label), "tg%u%s", n_g, at);
         for (int k = 0; k < n_seqs; k++)
             printf("%-16s %10.2f tok/s aggregate with %u sequence%s\n", label, tg[k], seqs[k], seqs[k] > 1 ? "s" : "");
+        if (gram) {
+            uint64_t hits, misses;
+            eng_grammar_cache_stats(gram, &hits, &misses);
+            printf("grammar   compiled in %.2f ms (the vocabulary trie, once per model: %.2f ms); %llu masks built, "
+                   "%llu from the cache\n", t_compile, t_trie, (unsigned long long)misses, (unsigned long long)hits);
+            for (int k = 0; k < n_seqs; k++)
+                printf("          choosing tokens within it: %.2f %% of generation time with %u sequence%s\n",
+                       100 * t_choose[k], seqs[k], seqs[k] > 1 ? "s" : "");
+        }
     }
     goto done;
 fail:
     fprintf(stderr, "docpipe bench: %s\n", dp_err_msg(&err));
     rc = PL_EXIT_CONFIG;
 done:
+    for (uint32_t q = 0; q < 4096 && gram; q++) eng_matcher_free(gm[q]);
+    eng_grammar_free(gram);
+    eng_sampler_free(gs);
     free(all);
     eng_context_free(c);
     eng_model_free(m);
@@ -185,6 +275,6 @@ done:
 usage:
     fprintf(stderr, "usage: docpipe bench -m MODEL.gguf [-t N] [-p 512] [-n 64] [-d 0] [--seqs 1,4,16] [--pps] [-r 2] "
                     "[--json]\n"
-                    "                    [--exact] [--device cpu|cuda|auto]\n");
+                    "                    [--exact] [--device cpu|cuda|auto] [--json-schema FILE | --grammar-file FILE]\n");
     return PL_EXIT_USAGE;
 }

@@ -438,34 +438,51 @@ static void regex_to_gbnf(sc *c, const char *re) {
 
 /* ---- integers in a range --------------------------------------------------------------------- */
 
-/* Decimal strings of exactly the length of a and b, a <= x <= b (digit strings). */
+static bool all_digit(const char *s, char d) {
+    for (; *s; s++)
+        if (*s != d) return false;
+    return true;
+}
+
+/* Decimal strings of exactly the length of a and b, a <= x <= b (digit strings). A side whose
+ * tail is all 0s (or all 9s) takes the middle's shape, so only one side recurses per digit and
+ * the grammar grows linearly with the number of digits. */
 static void digits_between(sc *c, const char *a, const char *b) {
     const size_t n = strlen(a);
     if (!n) return;
     if (a[0] == b[0]) {
-        emit(c, "\"%c\" ", a[0]);
+        emit(c, "\"%c\"", a[0]);
         if (n > 1) {
-            emit(c, "(");
+            emit(c, " (");
             digits_between(c, a + 1, b + 1);
             emit(c, ")");
         }
         return;
     }
+    const bool lo_free = all_digit(a + 1, '0'), hi_free = all_digit(b + 1, '9');
     char nines[32], zeros[32];
     memset(nines, '9', n - 1), nines[n - 1] = 0;
     memset(zeros, '0', n - 1), zeros[n - 1] = 0;
+    const char first = lo_free ? a[0] : (char)(a[0] + 1), last = hi_free ? b[0] : (char)(b[0] - 1);
+    bool any = false;
     emit(c, "(");
-    if (n == 1) {
-        emit(c, "[%c-%c])", a[0], b[0]);
-        return;
+    if (!lo_free) {
+        emit(c, "\"%c\" (", a[0]);
+        digits_between(c, a + 1, nines);
+        emit(c, ")");
+        any = true;
     }
-    emit(c, "\"%c\" (", a[0]);
-    digits_between(c, a + 1, nines);
+    if (first <= last) {
+        emit(c, "%s[%c-%c]", any ? " | " : "", first, last);
+        if (n > 1) emit(c, " [0-9]{%zu}", n - 1);
+        any = true;
+    }
+    if (!hi_free) {
+        emit(c, "%s\"%c\" (", any ? " | " : "", b[0]);
+        digits_between(c, zeros, b + 1);
+        emit(c, ")");
+    }
     emit(c, ")");
-    if (b[0] - a[0] > 1) emit(c, " | [%c-%c] [0-9]{%zu}", a[0] + 1, b[0] - 1, n - 1);
-    emit(c, " | \"%c\" (", b[0]);
-    digits_between(c, zeros, b + 1);
-    emit(c, "))");
 }
 
 /* Non-negative integers lo..hi (hi < 0: no bound), written without leading zeros. */
