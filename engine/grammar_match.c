@@ -345,6 +345,8 @@ bool eng_matcher_can_end(const eng_matcher *m) {
     return false;
 }
 
+int32_t eng_matcher_n_vocab(const eng_matcher *m) { return m->g->n_vocab; }
+
 bool eng_matcher_must_end(const eng_matcher *m) { return m->n_cur == 1 && m->cur[0] == ACCEPT; }
 
 bool eng_matcher_dead(const eng_matcher *m) { return m->broken || m->n_cur == 0; }

@@ -253,11 +253,13 @@ int32_t eng_sampler_sample_masked(eng_sampler *s, const float *logits, eng_match
     }
     const uint64_t *mask = eng_matcher_mask(m);
     int32_t n = 0;
-    const int32_t words = (s->n_vocab + 63) / 64;
+    /* logits past the tokenizer's vocabulary (padding rows) are never allowed */
+    const int32_t nv = eng_matcher_n_vocab(m) < s->n_vocab ? eng_matcher_n_vocab(m) : s->n_vocab;
+    const int32_t words = (nv + 63) / 64;
     for (int32_t w = 0; w < words; w++)
         for (uint64_t b = mask[w]; b; b &= b - 1) {
             const int32_t i = w * 64 + ctz64(b);
-            if (i < s->n_vocab) s->c[n++] = (cand){i, penalize ? penalized(s, i, logits[i]) : logits[i]};
+            if (i < nv) s->c[n++] = (cand){i, penalize ? penalized(s, i, logits[i]) : logits[i]};
         }
     return n ? pick(s, n) : -1;
 }

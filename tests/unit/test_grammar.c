@@ -237,12 +237,38 @@ static void test_generation_under_json_grammar_parses(void **state) {
     eng_grammar_free(g);
 }
 
+/* A model whose output has more rows than the tokenizer has tokens (padding): those rows are
+ * never chosen, and nothing past the mask is read. */
+static void test_padding_rows_are_never_allowed(void **state) {
+    (void)state;
+    const int32_t V = eng_tokenizer_n_vocab(g_tok), VP = V + 1000;
+    eng_grammar *g = compile(k_json);
+    float *l = calloc((size_t)VP, sizeof(float));
+    for (int32_t i = V; i < VP; i++) l[i] = 100.0f;
+    for (int temp = 0; temp < 2; temp++) {
+        eng_sampler_params sp = eng_sampler_default_params();
+        sp.temp = (float)temp;
+        eng_sampler *s;
+        eng_matcher *m;
+        assert_int_equal(eng_sampler_new(&sp, VP, &s, NULL), DP_OK);
+        assert_int_equal(eng_matcher_new(g, false, &m, NULL), DP_OK);
+        const int32_t t = eng_sampler_sample_masked(s, l, m);
+        assert_true(t >= 0 && t < V);
+        assert_true(eng_matcher_allows(m, t));
+        eng_sampler_free(s);
+        eng_matcher_free(m);
+    }
+    free(l);
+    eng_grammar_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_errors_name_line_and_column),
         cmocka_unit_test(test_sentences),
         cmocka_unit_test(test_masks_match_token_by_token),
         cmocka_unit_test(test_generation_under_json_grammar_parses),
+        cmocka_unit_test(test_padding_rows_are_never_allowed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
