@@ -915,7 +915,7 @@ static void gen(sc *c, json_t *s, int rule) {
 }
 
 static const char k_common[] =
-    "ws ::= [ \\t\\n]{0,20}\n"
+    "ws ::= | \" \" | \"\\n\" [ \\t]{0,16}\n"
     "value ::= object | array | string | number | boolean | null\n"
     "object ::= \"{\" ws ( string ws \":\" ws value ws ( \",\" ws string ws \":\" ws value ws )* )? \"}\"\n"
     "array ::= \"[\" ws ( value ws ( \",\" ws value ws )* )? \"]\"\n"
@@ -923,7 +923,7 @@ static const char k_common[] =
     "pchar ::= [^\"\\\\\\x00-\\x1F]\n"
     "char ::= pchar | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" ( [0-9a-cA-C] hex{3} | [dD] [0-7] hex{2} | [eEfF] hex{3} ) )\n"
     "hex ::= [0-9a-fA-F]\n"
-    "unsigned-number ::= ( \"0\" | [1-9] [0-9]{0,14} ) ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,3} )?\n"
+    "unsigned-number ::= ( \"0\" | [1-9] [0-9]{0,14} ) ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )?\n"
     "number ::= \"-\"? unsigned-number\n"
     "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,14} )\n"
     "boolean ::= \"true\" | \"false\"\n"
@@ -942,7 +942,7 @@ dp_status pl_schema_to_gbnf(const char *schema, size_t len, dp_buf *out, dp_err 
     if (!root) return dp_err_set(err, DP_EFORMAT, "schema: not JSON: line %d column %d: %s", je.line, je.column, je.text);
     sc c = {.out = out, .root = root, .err = err, .defs_done = json_object()};
     const int r = new_rule(&c);
-    emit(&c, "root ::= ws s%d ws\n", r);
+    emit(&c, "root ::= s%d\n", r);
     gen(&c, root, r);
     if (!c.st && dp_buf_append(out, k_common, sizeof(k_common) - 1))
         c.st = dp_err_set(err, DP_ENOMEM, "schema: the grammar grew too large");
@@ -952,7 +952,7 @@ dp_status pl_schema_to_gbnf(const char *schema, size_t len, dp_buf *out, dp_err 
 }
 
 dp_status pl_json_object_gbnf(dp_buf *out, dp_err *err) {
-    if (dp_buf_append(out, "root ::= ws object ws\n", 22) || dp_buf_append(out, k_common, sizeof(k_common) - 1))
+    if (dp_buf_append(out, "root ::= object\n", 16) || dp_buf_append(out, k_common, sizeof(k_common) - 1))
         return dp_err_set(err, DP_ENOMEM, "out of memory");
     return DP_OK;
 }

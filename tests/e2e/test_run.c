@@ -117,10 +117,43 @@ static const char *const k_corpus[] = {"../corpus/report.md", "../corpus/日报.
 
 static const example k_examples[] = {
     {"nightly-summary", "out/nightly/results.jsonl.gz", "out/nightly/errors.jsonl", 512, 32, true, k_docs, 6},
-    {"code-review", "out/code-review/results.jsonl", "out/code-review/errors.jsonl", 1024, 48, false, k_code, 3},
+    {"code-review", "out/code-review/results.jsonl", "out/code-review/errors.jsonl", 1024, 160, false, k_code, 3},
     {"rag-ingest", "out/rag/chunks.jsonl", "out/rag/errors.jsonl", 512, 24, false, k_docs, 6},
     {"minimal", "out/results.jsonl", "out/errors.jsonl", 512, 24, true, k_corpus, 2},
 };
+
+/* code-review.yaml's answers follow review-findings.schema.json: every finished one is a JSON
+ * list of findings with exactly the six fields (checked here without the grammar's code), and
+ * the records carry the chunk's lines in the file. */
+static void check_findings(json_t *res) {
+    const char *cid;
+    json_t *rec;
+    int finished = 0;
+    json_object_foreach(res, cid, rec) {
+        json_t *meta = json_object_get(rec, "meta");
+        const json_int_t l0 = json_integer_value(json_object_get(meta, "line_start"));
+        const json_int_t l1 = json_integer_value(json_object_get(meta, "line_end"));
+        if (l0 < 1 || l1 < l0) fail_msg("%s: lines %lld..%lld", cid, (long long)l0, (long long)l1);
+        json_t *ch = json_array_get(json_object_get(json_object_get(json_object_get(rec, "response"), "body"), "choices"), 0);
+        if (strcmp(json_string_value(json_object_get(ch, "finish_reason")), "stop")) continue;
+        finished++;
+        json_t *v = json_loads(e2e_text(rec), 0, NULL);
+        if (!json_is_array(v) || json_array_size(v) > 8) fail_msg("%s: not a list of findings: %s", cid, e2e_text(rec));
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            json_t *f = json_array_get(v, i);
+            const char *sev = json_string_value(json_object_get(f, "severity"));
+            json_t *sug = json_object_get(f, "suggestion");
+            if (json_object_size(f) != 6 || !json_is_string(json_object_get(f, "file")) ||
+                json_integer_value(json_object_get(f, "line")) < 1 || !sev ||
+                (strcmp(sev, "error") && strcmp(sev, "warning") && strcmp(sev, "info")) ||
+                !json_is_string(json_object_get(f, "category")) || !json_is_string(json_object_get(f, "message")) ||
+                !(json_is_string(sug) || json_is_null(sug)))
+                fail_msg("%s: finding %zu is not of the schema: %s", cid, i, e2e_text(rec));
+        }
+        json_decref(v);
+    }
+    assert_true(finished >= 1);
+}
 
 /* Runs an example job in jobs dir `sub`; returns custom_id -> text. */
 static json_t *run_example(const example *e, const char *extra_args) {
@@ -135,6 +168,7 @@ static json_t *run_example(const example *e, const char *extra_args) {
     snprintf(path, sizeof(path), "%s/%s", jobs, e->errors);
     json_t *err = e2e_load_records(path, NULL);
     e2e_check_records(res, e->context, e->max_tokens);
+    if (!strcmp(e->job, "code-review")) check_findings(res);
     json_t *docs = by_document(res, err);
     check_complete(docs, e->docs, e->n_docs, e->map_reduce);
     json_decref(docs);
