@@ -109,6 +109,13 @@ static void verify(const char *what) {
     json_decref(te);
 }
 
+/* The generation of every scenario: a constrained job (answers drawn within a JSON Schema resume
+ * exactly like free ones). */
+static const char k_generation[] =
+    "generation:\n  max_tokens: 6\n  temperature: 0.7\n  seed: 3\n"
+    "  response_format: {type: json_schema, json_schema: {name: s, schema: {type: object, properties: "
+    "{s: {enum: [a, b]}, n: {type: integer, minimum: 0, maximum: 9}}, required: [s]}}}\n";
+
 /* n documents: most one chunk, every 10th a few chunks (map-reduce), plus one binary file */
 static void make_scenario(scenario *sc, const char *name, int n, const char *more_outputs) {
     g_s = sc;
@@ -120,8 +127,8 @@ static void make_scenario(scenario *sc, const char *name, int n, const char *mor
     snprintf(g_job, sizeof(g_job), "%s/job.yaml", g_dir);
     char extra[1024];
     snprintf(extra, sizeof(extra), "prompts:\n  system: Summarize.\n  template: \"{{filename}} {{chunk_index}}/{{chunk_count}}: {{content}}\"\n"
-             "generation:\n  max_tokens: 6\n  temperature: 0.7\n  seed: 3\n"
-             "chunking:\n  overlap: 8\noutputs:\n  jsonl: out/r.jsonl\n%s", more_outputs);
+             "%s"
+             "chunking:\n  overlap: 8\noutputs:\n  jsonl: out/r.jsonl\n%s", k_generation, more_outputs);
     e2e_write_job(g_job, e2e_model("qwen35"), "in", extra);
     snprintf(g_res, sizeof(g_res), "%s/out/r.jsonl", g_dir);
     snprintf(g_err, sizeof(g_err), "%s/out/errors.jsonl", g_dir);
@@ -459,10 +466,11 @@ static void test_disk_full_tmpfs(void **state) {
     char job[4400], res[4400];
     snprintf(job, sizeof(job), "%s/small-job.yaml", g_dir);
     /* results on the 64 KiB tmpfs, state beside the job: the outputs fill up first */
-    e2e_write_job(job, e2e_model("qwen35"), "in",
-                  "prompts:\n  system: Summarize.\n  template: \"{{filename}} {{chunk_index}}/{{chunk_count}}: {{content}}\"\n"
-                  "generation:\n  max_tokens: 6\n  temperature: 0.7\n  seed: 3\n"
-                  "chunking:\n  overlap: 8\noutputs:\n  jsonl: small/out/r.jsonl\nstate_dir: small-state\n");
+    char extra[1024];
+    snprintf(extra, sizeof(extra), "prompts:\n  system: Summarize.\n  template: \"{{filename}} {{chunk_index}}/{{chunk_count}}: "
+             "{{content}}\"\n%schunking:\n  overlap: 8\noutputs:\n  jsonl: small/out/r.jsonl\nstate_dir: small-state\n",
+             k_generation);
+    e2e_write_job(job, e2e_model("qwen35"), "in", extra);
     int rc = tu_run(NULL, "run '%s' --quiet", job);
     if (rc != 74) {
         umount(mnt);
