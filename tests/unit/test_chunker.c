@@ -16,18 +16,7 @@ static eng_tokenizer *g_tok;
 
 static int setup(void **state) {
     (void)state;
-    eng_test_model_params p;
-    eng_test_model_defaults(&p, ENG_ARCH_QWEN35);
-    dp_err err = {0};
-    const char *path = tu_fixture("models/qwen35-tiny-f16.gguf"); /* the real BPE when present */
-    if (!path) {
-        if (eng_test_model_write(&p, tu_tmp("chunk.gguf"), 2, &err)) return -1;
-        path = tu_tmp("chunk.gguf");
-    }
-    eng_gguf *g;
-    if (eng_gguf_open(path, &g, &err) || eng_tokenizer_load(g, &g_tok, &err)) return -1;
-    eng_gguf_close(g);
-    return 0;
+    return (g_tok = tu_qwen_tokenizer()) ? 0 : -1;
 }
 
 static int teardown(void **state) {

@@ -17,18 +17,7 @@ static eng_tokenizer *g_tok;
 
 static int setup(void **state) {
     (void)state;
-    dp_err err = {0};
-    const char *path = tu_fixture("models/qwen35-tiny-f16.gguf"); /* the real 248k vocabulary when present */
-    if (!path) {
-        eng_test_model_params p;
-        eng_test_model_defaults(&p, ENG_ARCH_QWEN35);
-        if (eng_test_model_write(&p, tu_tmp("grammar.gguf"), 2, &err)) return -1;
-        path = tu_tmp("grammar.gguf");
-    }
-    eng_gguf *g;
-    if (eng_gguf_open(path, &g, &err) || eng_tokenizer_load(g, &g_tok, &err)) return -1;
-    eng_gguf_close(g);
-    return 0;
+    return (g_tok = tu_qwen_tokenizer()) ? 0 : -1;
 }
 
 static int teardown(void **state) {

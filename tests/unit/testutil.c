@@ -3,6 +3,8 @@
  */
 #include "testutil.h"
 
+#include "engine.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +51,23 @@ const char *tu_tmp(const char *name) {
     char *p = buf[k++ & 7];
     snprintf(p, 512, "%s/%s", tu_tmpdir(), name);
     return p;
+}
+
+struct eng_tokenizer *tu_qwen_tokenizer(void) {
+    dp_err err = {0};
+    const char *path = tu_fixture("models/qwen35-tiny-f16.gguf");
+    if (!path) {
+        eng_test_model_params p;
+        eng_test_model_defaults(&p, ENG_ARCH_QWEN35);
+        path = tu_tmp("tokenizer.gguf");
+        if (eng_test_model_write(&p, path, 2, &err)) return NULL;
+    }
+    eng_gguf *g;
+    eng_tokenizer *t = NULL;
+    if (eng_gguf_open(path, &g, &err)) return NULL;
+    if (eng_tokenizer_load(g, &t, &err)) t = NULL;
+    eng_gguf_close(g);
+    return t;
 }
 
 static char g_stderr[65536];

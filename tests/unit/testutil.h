@@ -36,6 +36,11 @@ const char *tu_tmp(const char *name);
 int tu_run(char **out, const char *fmt, ...);
 const char *tu_last_stderr(void);
 
+/* The tokenizer of the qwen35-tiny fixture (Qwen's real BPE vocabulary) when fixtures are
+ * present, else of a built-in-vocabulary test model written to the temporary directory; NULL
+ * on failure. Free with eng_tokenizer_free. */
+struct eng_tokenizer *tu_qwen_tokenizer(void);
+
 /* Writes bytes to path. */
 void tu_write_file(const char *path, const void *data, size_t n);
 
