@@ -30,6 +30,13 @@
 #include "platform.h"
 
 
+/* A sequence's matcher back at the grammar's start. */
+static dp_status restart_text(eng_grammar *g, eng_matcher **m, dp_err *err) {
+    eng_matcher_free(*m);
+    *m = NULL;
+    return eng_matcher_new(g, false, m, err);
+}
+
 int pl_cmd_bench(int argc, char **argv) {
     const char *model = NULL, *seqs_arg = "1", *schema = NULL, *gfile = NULL;
     uint32_t threads = 0, n_p = 512, n_g = 64, reps = 2, depth = 0;
@@ -172,15 +179,12 @@ int pl_cmd_bench(int argc, char **argv) {
                 sq[q] = (int32_t)q;
                 want[q] = 1;
             }
-            for (uint32_t q = 0; gram && q < B; q++) {
-                eng_matcher_free(gm[q]);
-                gm[q] = NULL;
-                if (eng_matcher_new(gram, false, &gm[q], &err)) {
+            for (uint32_t q = 0; gram && q < B; q++)
+                if (restart_text(gram, &gm[q], &err)) {
                     free(tk);
                     free(want);
                     goto fail;
                 }
-            }
             uint64_t t0 = dp_time_ns(), t_ch = 0;
             for (uint32_t step = 0; step < n_g; step++) {
                 eng_batch b = {(int32_t)B, tk, ps, sq, want};
@@ -199,9 +203,7 @@ int pl_cmd_bench(int argc, char **argv) {
                         if (t < 0 || !eng_matcher_accept_token(gm[q], t) || eng_matcher_must_end(gm[q]) ||
                             eng_token_is_eog(eng_model_get_tokenizer(m), t)) {
                             /* complete (or stuck): a new text from the start, as the next request would */
-                            eng_matcher_free(gm[q]);
-                            gm[q] = NULL;
-                            if (eng_matcher_new(gram, false, &gm[q], &err)) {
+                            if (restart_text(gram, &gm[q], &err)) {
                                 free(tk);
                                 free(want);
                                 goto fail;
