@@ -356,6 +356,132 @@ static void test_unsupported_is_refused_with_the_path(void **state) {
     }
 }
 
+/* The answer of a result line, and whether it finished ("stop"). */
+static const char *answer(json_t *o, bool *stop) {
+    json_t *ch = json_array_get(json_object_get(json_object_get(json_object_get(o, "response"), "body"), "choices"), 0);
+    *stop = !strcmp(json_string_value(json_object_get(ch, "finish_reason")) ?: "", "stop");
+    return json_string_value(json_object_get(json_object_get(ch, "message"), "content"));
+}
+
+/* Validates every finished answer of a results file against schema k_schemas[index] where index
+ * comes from the custom_id "s<index>-..."; returns custom_id -> answer|finish for comparisons. */
+static json_t *check_results(const char *path, int *finished) {
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    json_t *texts = json_object();
+    char *line = malloc(1 << 20);
+    while (fgets(line, 1 << 20, f)) {
+        json_t *o = json_loads(line, 0, NULL);
+        assert_non_null(o);
+        const char *cid = json_string_value(json_object_get(o, "custom_id"));
+        if (json_is_object(json_object_get(o, "error")))
+            fail_msg("%s: an error record: %s", cid, json_string_value(json_object_get(json_object_get(o, "error"), "message")));
+        size_t i = 0;
+        const char *sidx = strstr(cid, "s");
+        if (sidx) i = strtoul(sidx + 1, NULL, 10);
+        bool stop;
+        const char *a = answer(o, &stop);
+        char key[512];
+        snprintf(key, sizeof(key), "%s|%d", a ? a : "?", stop);
+        json_object_set_new(texts, cid, json_string(key));
+        if (stop) {
+            json_t *schema = json_loads(k_schemas[i], 0, NULL), *v = json_loads(a, JSON_DECODE_ANY, NULL);
+            char why[200] = "";
+            g_root = schema;
+            if (!v) fail_msg("%s: not JSON: %s", cid, a);
+            if (!valid(schema, v, why)) fail_msg("%s: invalid (%s): %s", cid, why, a);
+            (*finished)++;
+            json_decref(v);
+            json_decref(schema);
+        }
+        json_decref(o);
+    }
+    free(line);
+    fclose(f);
+    return texts;
+}
+
+static void sh(const char *cmd) {
+    const int rc = system(cmd);
+    if (rc) fail_msg("'%s' exited %d", cmd, rc);
+}
+
+/* The suite through the commands users run: every schema as batch requests (sampled and greedy)
+ * and as a job's schema_file; every finished answer validates, and a batch's texts are the same
+ * with 1 and 8 sequences at once. */
+static void test_suite_through_batch_and_run(void **state) {
+    (void)state;
+    const size_t n = sizeof(k_schemas) / sizeof(k_schemas[0]);
+    char model[512], in[512], out[2][512];
+    snprintf(model, sizeof(model), "%s", tu_tmp("suite.gguf"));
+    assert_int_equal(tu_run(NULL, "make-test-model --arch qwen35 --out '%s'", model), 0);
+    snprintf(in, sizeof(in), "%s", tu_tmp("suite.jsonl"));
+    FILE *f = fopen(in, "w");
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++) {
+            json_t *rf = json_pack("{s:s, s:{s:s, s:b, s:o}}", "type", "json_schema", "json_schema", "name", "s",
+                                   "strict", 1, "schema", json_loads(k_schemas[i], 0, NULL));
+            json_t *req = json_pack("{s:s, s:s, s:{s:[{s:s, s:s}], s:i, s:f, s:i, s:o}}", "custom_id", "", "url",
+                                    "/v1/chat/completions", "body", "messages", "role", "user", "content",
+                                    "Fill the form.", "max_tokens", 96, "temperature", k ? 1.0 : 0.0, "seed", k,
+                                    "response_format", rf);
+            char cid[32];
+            snprintf(cid, sizeof(cid), "s%zu-%d", i, k);
+            json_object_set_new(req, "custom_id", json_string(cid));
+            char *line = json_dumps(req, JSON_COMPACT);
+            fprintf(f, "%s\n", line);
+            free(line);
+            json_decref(req);
+        }
+    fclose(f);
+    json_t *texts[2];
+    int finished = 0;
+    for (int b = 0; b < 2; b++) {
+        snprintf(out[b], sizeof(out[b]), "%s", tu_tmp(b ? "suite8.jsonl" : "suite1.jsonl"));
+        const int rc = tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --seqs %d -c 512 -t 2", model, in, out[b], b ? 8 : 1);
+        if (rc) fail_msg("docpipe batch exited %d: %s", rc, tu_last_stderr());
+        texts[b] = check_results(out[b], &finished);
+    }
+    if (!json_equal(texts[0], texts[1])) fail_msg("the batch's texts differ between --seqs 1 and --seqs 8");
+    json_decref(texts[0]);
+    json_decref(texts[1]);
+    print_message("docpipe batch: %d finished answers of %zu schemas, all valid, the same with 1 and 8 at once\n",
+                  finished / 2, n);
+    assert_true(finished / 2 >= (int)n);
+    /* docpipe run: each schema as a job's schema_file over two documents */
+    char d[512]; /* (tu_tmp's buffers rotate) */
+    snprintf(d, sizeof(d), "%s", tu_tmp("suite-run"));
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s/in' && printf 'first document' > '%s/in/a.txt' && printf 'second' > '%s/in/b.txt'",
+             d, d, d);
+    sh(cmd);
+    int run_finished = 0;
+    for (size_t i = 0; i < n; i++) {
+        char path[600], job[600], res[600];
+        snprintf(path, sizeof(path), "%s/schema.json", d);
+        tu_write_file(path, k_schemas[i], strlen(k_schemas[i]));
+        snprintf(job, sizeof(job), "%s/job.yaml", d);
+        f = fopen(job, "w");
+        fprintf(f, "model: {path: '%s', context: 512, threads: 2, max_sequences: 2}\ninputs: [{path: in}]\n"
+                   "prompts: {template: 'Fill the form for {{content}}'}\n"
+                   "generation:\n  max_tokens: 96\n  temperature: 0.8\n  seed: %zu\n"
+                   "  response_format: {type: json_schema, json_schema: {name: s, schema_file: schema.json}}\n"
+                   "outputs: {jsonl: out/r.jsonl}\n", model, i);
+        fclose(f);
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s/out' '%s/state'", d, d);
+        sh(cmd);
+        const int rc = tu_run(NULL, "run '%s' --quiet", job);
+        if (rc) fail_msg("schema %zu: docpipe run exited %d: %s", i, rc, tu_last_stderr());
+        /* rename the custom ids so check_results finds the schema: s<i>-<id> */
+        snprintf(res, sizeof(res), "%s/out/r.jsonl", d);
+        snprintf(cmd, sizeof(cmd), "sed -i 's/\"custom_id\": *\"/\"custom_id\":\"s%zu-/' '%s'", i, res);
+        sh(cmd);
+        json_decref(check_results(res, &run_finished));
+    }
+    print_message("docpipe run: %d finished answers over %zu schemas, all valid\n", run_finished, n);
+    assert_true(run_finished >= (int)n);
+}
+
 /* Integer ranges are exact: every integer near the bounds (and around powers of ten) is taken
  * if and only if it lies in the range, written without leading zeros. */
 static bool grammar_takes(eng_grammar *g, const char *text) {
@@ -433,6 +559,7 @@ int main(void) {
         cmocka_unit_test(test_every_finished_output_validates),
         cmocka_unit_test(test_unsupported_is_refused_with_the_path),
         cmocka_unit_test(test_integer_ranges_are_exact),
+        cmocka_unit_test(test_suite_through_batch_and_run),
         cmocka_unit_test(test_large_schema_compiles),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
