@@ -218,6 +218,12 @@ struct eng_matcher {
     uint64_t *mask;         /* [words] */
     int32_t *memo;          /* compaction */
     bool broken;            /* a set outgrew MAX_STACKS or memory: nothing is allowed */
+    /* eng_matcher_new_after: free text until `after` has been seen, the grammar from there */
+    char after[32];
+    size_t after_len;
+    bool waiting;
+    uint8_t tail[32];       /* the last bytes seen while waiting (the tag may span tokens) */
+    size_t tail_len;
 };
 
 static int32_t node_new(eng_matcher *m, int32_t pos, int32_t parent) {
@@ -333,6 +339,35 @@ dp_status eng_matcher_new(eng_grammar *g, bool lead_space, eng_matcher **out, dp
     return DP_OK;
 }
 
+dp_status eng_matcher_new_after(eng_grammar *g, const char *after, eng_matcher **out, dp_err *err) {
+    if (!after || !*after) return eng_matcher_new(g, false, out, err);
+    const size_t n = strlen(after);
+    if (n >= sizeof((*out)->after)) return dp_err_set(err, DP_EINVAL, "grammar: the opening text is over 31 bytes");
+    dp_status st = eng_matcher_new(g, true, out, err);
+    if (st) return st;
+    memcpy((*out)->after, after, n + 1);
+    (*out)->after_len = n;
+    (*out)->waiting = true;
+    return DP_OK;
+}
+
+bool eng_matcher_waiting(const eng_matcher *m) { return m->waiting; }
+
+/* Free text while waiting: the last bytes seen are kept (the tag may span tokens); once they end
+ * with the tag, the grammar takes the rest. False when the grammar refuses that rest. */
+static bool wait_feed(eng_matcher *m, const uint8_t *b, size_t n) {
+    const size_t al = m->after_len;
+    for (size_t i = 0; i < n; i++) {
+        if (m->tail_len == al) memmove(m->tail, m->tail + 1, --m->tail_len);
+        m->tail[m->tail_len++] = b[i];
+        if (m->tail_len == al && !memcmp(m->tail, m->after, al)) {
+            m->waiting = false;
+            return eng_matcher_accept_bytes(m, b + i + 1, n - i - 1);
+        }
+    }
+    return true;
+}
+
 void eng_matcher_free(eng_matcher *m) {
     if (!m) return;
     free(m->nd), free(m->cur), free(m->buf), free(m->lv_off), free(m->key), free(m->mask), free(m->memo);
@@ -347,7 +382,7 @@ bool eng_matcher_can_end(const eng_matcher *m) {
 
 int32_t eng_matcher_n_vocab(const eng_matcher *m) { return m->g->n_vocab; }
 
-bool eng_matcher_must_end(const eng_matcher *m) { return m->n_cur == 1 && m->cur[0] == ACCEPT; }
+bool eng_matcher_must_end(const eng_matcher *m) { return !m->waiting && m->n_cur == 1 && m->cur[0] == ACCEPT; }
 
 bool eng_matcher_dead(const eng_matcher *m) { return m->broken || m->n_cur == 0; }
 
@@ -376,6 +411,7 @@ static int64_t walk(eng_matcher *m, const uint8_t *b, size_t n, int32_t *len) {
 bool eng_matcher_allows(eng_matcher *m, int32_t token) {
     const eng_vocab_trie *t = m->g->trie;
     if (token < 0 || token >= t->n_vocab) return false;
+    if (m->waiting) return true;
     if (!((t->member[token >> 6] >> (token & 63)) & 1)) {
         for (int32_t i = 0; i < t->n_eog; i++)
             if (t->eog[i] == token) return eng_matcher_can_end(m);
@@ -429,6 +465,7 @@ static bool commit(eng_matcher *m, int64_t off, int32_t len) {
 }
 
 bool eng_matcher_accept_bytes(eng_matcher *m, const void *bytes, size_t n) {
+    if (m->waiting) return wait_feed(m, bytes, n);
     int32_t len;
     const int32_t mark = m->n_nd;
     int64_t off = walk(m, bytes, n, &len);
@@ -442,6 +479,11 @@ bool eng_matcher_accept_bytes(eng_matcher *m, const void *bytes, size_t n) {
 bool eng_matcher_accept_token(eng_matcher *m, int32_t token) {
     const eng_vocab_trie *t = m->g->trie;
     if (token < 0 || token >= t->n_vocab) return false;
+    if (m->waiting) { /* any token; its text as the detokenizer gives it (added tokens such as </think> too) */
+        const char *p;
+        const size_t n = eng_token_to_piece(m->g->tk, token, false, &p);
+        return wait_feed(m, (const uint8_t *)p, n);
+    }
     if (!((t->member[token >> 6] >> (token & 63)) & 1)) {
         for (int32_t i = 0; i < t->n_eog; i++)
             if (t->eog[i] == token && eng_matcher_can_end(m)) {
@@ -537,6 +579,11 @@ static void build_mask(eng_matcher *m, uint64_t *mask) {
 
 const uint64_t *eng_matcher_mask(eng_matcher *m) {
     eng_grammar *g = m->g;
+    if (m->waiting) { /* free text: everything */
+        memset(m->mask, 0xFF, (size_t)g->words * sizeof(uint64_t));
+        if (g->n_vocab % 64) m->mask[g->words - 1] = (1ull << (g->n_vocab % 64)) - 1;
+        return m->mask;
+    }
     const int32_t kn = canon_key(m);
     if (kn < 0) {
         build_mask(m, m->mask);

@@ -244,7 +244,7 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits) {
 }
 
 int32_t eng_sampler_sample_masked(eng_sampler *s, const float *logits, eng_matcher *m) {
-    if (!m) return eng_sampler_sample(s, logits);
+    if (!m || eng_matcher_waiting(m)) return eng_sampler_sample(s, logits);
     const bool penalize = penalizing(s);
     /* greedy: the unconstrained choice, when allowed, is also the best allowed one */
     if (s->p.temp <= 0.0f && !penalize) {

@@ -341,6 +341,11 @@ void eng_grammar_cache_stats(const eng_grammar *g, uint64_t *hits, uint64_t *mis
 /* lead_space: the text may open with up to 8 bytes of white space before the grammar's own
  * text (what follows a reasoning block). */
 dp_status eng_matcher_new(eng_grammar *g, bool lead_space, eng_matcher **out, dp_err *err);
+/* A matcher for text that opens freely (a reasoning block): every token is allowed until the text
+ * `after` (e.g. "</think>") has been written, and the grammar applies to what follows it, with
+ * lead_space. after NULL or "": eng_matcher_new(g, false, ...). */
+dp_status eng_matcher_new_after(eng_grammar *g, const char *after, eng_matcher **out, dp_err *err);
+bool eng_matcher_waiting(const eng_matcher *m); /* still before `after` */
 void eng_matcher_free(eng_matcher *m);
 /* Whether the token may come next: its bytes continue the text within the grammar, or it ends
  * generation and the text is complete. Control and added tokens are never allowed. */

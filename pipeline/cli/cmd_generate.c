@@ -136,7 +136,6 @@ int pl_cmd_generate(int argc, char **argv) {
     eng_sampler *smp = NULL;
     eng_grammar *gram = NULL;
     eng_matcher *gm = NULL;
-    bool gm_wait = false; /* the grammar starts after "</think>" */
     eng_tokens ids = {0};
     dp_buf rendered;
     dp_buf_init(&rendered, (size_t)1 << 30);
@@ -149,12 +148,11 @@ int pl_cmd_generate(int argc, char **argv) {
     }
     const eng_tokenizer *tok = eng_model_get_tokenizer(m);
     if (gbnf.len && (eng_grammar_compile(tok, (const char *)gbnf.data, gbnf.len, &gram, &err) ||
-                     eng_matcher_new(gram, think, &gm, &err))) {
+                     eng_matcher_new_after(gram, think ? "</think>" : NULL, &gm, &err))) {
         fprintf(stderr, "docpipe generate: %s\n", dp_err_msg(&err));
         rc = PL_EXIT_DATAERR;
         goto done;
     }
-    gm_wait = gm && think;
     eng_context_params cp = eng_context_default_params();
     cp.n_ctx = n_ctx;
     cp.n_threads = (int)threads;
@@ -206,10 +204,10 @@ int pl_cmd_generate(int argc, char **argv) {
     dp_buf_init(&out, (size_t)1 << 30);
     size_t printed = 0, stop_at = SIZE_MAX;
     for (; n_gen < n_pred && ids.n + n_gen < n_ctx; n_gen++) {
-        const bool constrained = gm && !gm_wait;
-        int32_t next = constrained ? eng_sampler_sample_masked(smp, eng_get_logits(c, 0), gm)
-                                   : eng_sampler_sample(smp, eng_get_logits(c, 0));
-        if (constrained && (next < 0 || !eng_matcher_accept_token(gm, next))) {
+        /* (with --think the matcher lets the reasoning run free until </think>) */
+        int32_t next = gm ? eng_sampler_sample_masked(smp, eng_get_logits(c, 0), gm)
+                          : eng_sampler_sample(smp, eng_get_logits(c, 0));
+        if (gm && (next < 0 || !eng_matcher_accept_token(gm, next))) {
             fprintf(stderr, "docpipe generate: no token can continue the text within the grammar\n");
             rc = PL_EXIT_DATAERR;
             break;
@@ -225,16 +223,7 @@ int pl_cmd_generate(int argc, char **argv) {
             n_gen++;
             break;
         }
-        if (gm_wait) { /* the reasoning is over: the grammar takes what follows "</think>" */
-            const char *t = (const char *)out.data;
-            for (size_t i = before >= 8 ? before - 8 : 0; i + 8 <= out.len; i++)
-                if (!memcmp(t + i, "</think>", 8)) {
-                    gm_wait = false;
-                    if (!eng_matcher_accept_bytes(gm, t + i + 8, out.len - i - 8)) n_pred = 0;
-                    break;
-                }
-        }
-        if (gm && !gm_wait && eng_matcher_must_end(gm)) { /* complete, and nothing may follow */
+        if (gm && eng_matcher_must_end(gm)) { /* complete, and nothing may follow */
             n_gen++;
             break;
         }

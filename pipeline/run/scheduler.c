@@ -17,8 +17,7 @@ typedef struct slot {
     char **stop;
     size_t n_stop;
     eng_sampler *smp;
-    eng_matcher *gm;      /* the request's grammar, when it has one */
-    bool gm_wait;         /* the grammar starts after "</think>" */
+    eng_matcher *gm;      /* the request's grammar, when it has one (after "</think>" when it thinks) */
     const char *error;    /* with finish "error" */
     dp_buf text;
     eng_detok dt;
@@ -163,11 +162,10 @@ dp_status pl_sched_admit(pl_sched *s, const pl_gen_req *r, dp_err *err) {
         slot_clear(sl);
         return st;
     }
-    if (r->grammar && (st = eng_matcher_new(r->grammar, r->grammar_after_think, &sl->gm, err))) {
+    if (r->grammar && (st = eng_matcher_new_after(r->grammar, r->grammar_after_think ? "</think>" : NULL, &sl->gm, err))) {
         slot_clear(sl);
         return st;
     }
-    sl->gm_wait = r->grammar && r->grammar_after_think;
     for (int32_t i = 0; i < r->n_prompt; i++) eng_sampler_accept(sl->smp, r->prompt[i]);
     dp_buf_init(&sl->text, (size_t)1 << 26);
     sl->max_tokens = r->max_tokens;
@@ -200,22 +198,9 @@ static const char *grammar_failed(slot *sl) {
     return "error";
 }
 
-/* Once "</think>" is in the text, the grammar takes what came after it. */
-static const char *grammar_wake(slot *sl, size_t before) {
-    static const char tag[] = "</think>";
-    const size_t tl = sizeof(tag) - 1, from = before >= tl ? before - tl : 0;
-    const char *t = (const char *)sl->text.data;
-    for (size_t i = from; i + tl <= sl->text.len; i++)
-        if (!memcmp(t + i, tag, tl)) {
-            sl->gm_wait = false;
-            return eng_matcher_accept_bytes(sl->gm, t + i + tl, sl->text.len - i - tl) ? NULL : grammar_failed(sl);
-        }
-    return NULL;
-}
-
 /* Samples the next token: within the grammar when it applies (NULL = go on), else freely. */
 static const char *sample(slot *sl, const float *l, int32_t *next) {
-    if (!sl->gm || sl->gm_wait) {
+    if (!sl->gm) {
         *next = eng_sampler_sample(sl->smp, l);
         return NULL;
     }
@@ -245,12 +230,8 @@ static const char *take_token(pl_sched *s, slot *sl, int32_t next) {
                 return "stop";
             }
     }
-    if (sl->gm && sl->gm_wait) {
-        const char *f = grammar_wake(sl, before);
-        if (f) return f;
-    }
     /* the grammar is complete and nothing may follow: the end, without asking the model */
-    if (sl->gm && !sl->gm_wait && eng_matcher_must_end(sl->gm)) return "stop";
+    if (sl->gm && eng_matcher_must_end(sl->gm)) return "stop";
     return sl->n_gen >= sl->max_tokens ? "length" : NULL;
 }
 

@@ -251,6 +251,60 @@ static void test_padding_rows_are_never_allowed(void **state) {
     eng_grammar_free(g);
 }
 
+/* Thinking first: every token is free until "</think>" (which may come split across tokens), the
+ * grammar takes what follows it (white space first is fine), and a refused remainder is refused. */
+static void test_free_text_until_the_reasoning_ends(void **state) {
+    (void)state;
+    eng_grammar *g = compile(k_json);
+    eng_matcher *m;
+    assert_int_equal(eng_matcher_new_after(g, "</think>", &m, NULL), DP_OK);
+    assert_true(eng_matcher_waiting(m));
+    assert_false(eng_matcher_must_end(m));
+    const char *reasoning = "Let me think: { is not JSON here ]] </thi";
+    assert_true(eng_matcher_accept_bytes(m, reasoning, strlen(reasoning)));
+    assert_true(eng_matcher_waiting(m));
+    for (int32_t t = 0; t < 200; t++) assert_true(eng_matcher_allows(m, t)); /* anything goes */
+    assert_true(eng_matcher_accept_bytes(m, "nk>\n\n{\"a\"", strlen("nk>\n\n{\"a\"")));
+    assert_false(eng_matcher_waiting(m));
+    assert_false(eng_matcher_accept_bytes(m, "x", strlen("x")));
+    assert_true(eng_matcher_accept_bytes(m, ": 1}", strlen(": 1}")));
+    assert_true(eng_matcher_must_end(m));
+    eng_matcher_free(m);
+    /* token by token, as a model writes it (the text tokenized plainly) */
+    const char *text = "I should answer with an object.</think>\n{\"k\": [true, null]}";
+    eng_tokens ids = {0};
+    assert_int_equal(eng_tokenize(g_tok, NULL, text, strlen(text), false, false, &ids, NULL), DP_OK);
+    assert_int_equal(eng_matcher_new_after(g, "</think>", &m, NULL), DP_OK);
+    for (size_t i = 0; i < ids.n; i++) {
+        assert_true(eng_matcher_allows(m, ids.ids[i]));
+        assert_true(eng_matcher_accept_token(m, ids.ids[i]));
+    }
+    assert_true(eng_matcher_must_end(m));
+    eng_matcher_free(m);
+    eng_tokens_free(&ids);
+    /* what follows the tag must begin the grammar */
+    assert_int_equal(eng_matcher_new_after(g, "</think>", &m, NULL), DP_OK);
+    assert_false(eng_matcher_accept_bytes(m, "ok</think>nope", strlen("ok</think>nope")));
+    eng_matcher_free(m);
+    /* while waiting, masked sampling is plain sampling */
+    const int32_t V = eng_tokenizer_n_vocab(g_tok);
+    float *l = malloc((size_t)V * sizeof(float));
+    uint64_t r = 3;
+    for (int32_t i = 0; i < V; i++) l[i] = (float)(tu_rand(&r) >> 40) * (8.0f / 16777216.0f);
+    eng_sampler_params sp = eng_sampler_default_params();
+    sp.seed = 9;
+    eng_sampler *a, *b;
+    assert_int_equal(eng_sampler_new(&sp, V, &a, NULL), DP_OK);
+    assert_int_equal(eng_sampler_new(&sp, V, &b, NULL), DP_OK);
+    assert_int_equal(eng_matcher_new_after(g, "</think>", &m, NULL), DP_OK);
+    for (int k = 0; k < 5; k++) assert_int_equal(eng_sampler_sample_masked(a, l, m), eng_sampler_sample(b, l));
+    eng_matcher_free(m);
+    eng_sampler_free(a);
+    eng_sampler_free(b);
+    free(l);
+    eng_grammar_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_errors_name_line_and_column),
@@ -258,6 +312,7 @@ int main(void) {
         cmocka_unit_test(test_masks_match_token_by_token),
         cmocka_unit_test(test_generation_under_json_grammar_parses),
         cmocka_unit_test(test_padding_rows_are_never_allowed),
+        cmocka_unit_test(test_free_text_until_the_reasoning_ends),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
