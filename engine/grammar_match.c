@@ -513,7 +513,7 @@ static int32_t canon_key(eng_matcher *m) {
         m->key = b, m->cap_key = need * 2;
     }
     /* write each stack, then insertion-sort the stacks (sets are small) */
-    int32_t *tmp = m->key + need, *seg = NULL;
+    int32_t *tmp = m->key + need;
     size_t w = 0;
     int32_t nseg = m->n_cur;
     int32_t segs_off[MAX_STACKS], segs_len[MAX_STACKS];
@@ -523,7 +523,6 @@ static int32_t canon_key(eng_matcher *m) {
         tmp[w++] = -2;
         segs_len[k] = (int32_t)w - segs_off[k];
     }
-    (void)seg;
     for (int32_t i = 1; i < nseg; i++) {
         const int32_t o = segs_off[i], l = segs_len[i];
         int32_t j = i - 1;

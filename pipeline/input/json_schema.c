@@ -793,8 +793,8 @@ static void gen_all_of(sc *c, json_t *s, int rule) {
             fail(c, "allOf is supported for object schemas (properties, required) only; entry %zu is not one", i);
             break;
         }
-        json_object_update(props, json_object_get(x, "properties") ? json_object_get(x, "properties") : props);
-        json_array_extend(req, json_is_array(json_object_get(x, "required")) ? json_object_get(x, "required") : req);
+        if (json_is_object(json_object_get(x, "properties"))) json_object_update(props, json_object_get(x, "properties"));
+        if (json_is_array(json_object_get(x, "required"))) json_array_extend(req, json_object_get(x, "required"));
         if (json_is_false(json_object_get(x, "additionalProperties"))) closed = true;
     }
     if (!json_is_array(list)) fail(c, "allOf must be an array of schemas");
