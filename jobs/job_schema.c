@@ -219,11 +219,17 @@ static char *dupstr(const char *s, size_t n) {
     return d;
 }
 
+/* A path from the job, relative to the job file's folder unless absolute; on Windows written
+ * either way ("C:\docs\reports", "C:/docs/reports") and kept with '/' (dp_path_to_slashes). */
 static char *resolve(const ctx *c, const char *p) {
-    if (p[0] == '/' || !c->dir || !c->dir[0]) return dupstr(p, strlen(p));
-    size_t n = strlen(c->dir) + strlen(p) + 2;
-    char *r = malloc(n);
-    if (r) snprintf(r, n, "%s/%s", c->dir, p);
+    char *r;
+    if (dp_path_is_absolute(p) || !c->dir || !c->dir[0]) r = dupstr(p, strlen(p));
+    else {
+        size_t n = strlen(c->dir) + strlen(p) + 2;
+        r = malloc(n);
+        if (r) snprintf(r, n, "%s/%s", c->dir, p);
+    }
+    if (r) dp_path_to_slashes(r);
     return r;
 }
 
@@ -789,7 +795,8 @@ dp_status job_load_buffer(const char *data, size_t len, const char *name, const 
     memset(&j, 0, sizeof(j));
     j.file = dupstr(name, strlen(name));
     j.dir = dupstr(dir ? dir : "", dir ? strlen(dir) : 0);
-    ctx c = {.name = name, .dir = dir, .err = err};
+    if (j.dir) dp_path_to_slashes(j.dir); /* what paths are compared and made relative against */
+    ctx c = {.name = name, .dir = j.dir, .err = err};
     st = expand_env(&c, root);
     if (!st || st == DP_EFORMAT) st = build(&c, root, &j);
     if (st == DP_EFORMAT) report_errors(&c);

@@ -13,13 +13,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "status.h"
 
 /* ---- Files ------------------------------------------------------------------------------ */
 
 typedef struct dp_file {
-    intptr_t handle; /* OS descriptor; -1 when closed */
+    intptr_t handle; /* OS descriptor or handle; -1 when closed */
+    int mode;        /* the DP_FILE_* flags it was opened with */
     char path[512];  /* for messages */
 } dp_file;
 
@@ -57,8 +59,16 @@ bool dp_path_exists(const char *path);
 /* Whether this process may create files in folder dir (a check before work starts; the
  * create itself still reports its own error). */
 bool dp_dir_writable(const char *dir);
-/* The folder part of path into out: "a/b" for "a/b/c.txt", "/" for "/c.txt", "." for "c.txt". */
+/* The folder part of path into out: "a/b" for "a/b/c.txt", "/" for "/c.txt", "." for "c.txt"
+ * (on Windows also "C:/" for "C:\c.txt": a backslash separates there too). */
 void dp_path_dir(const char *path, char *out, size_t cap);
+/* Whether path is absolute ("/x"; on Windows also "C:\x", "C:/x", "\\server\share"). */
+bool dp_path_is_absolute(const char *path);
+/* On Windows turns every backslash into '/', the separator docpipe joins and compares paths with
+ * (Windows accepts both); elsewhere a backslash is an ordinary file-name byte and nothing changes. */
+void dp_path_to_slashes(char *path);
+/* fopen for a UTF-8 path, bytes as written (no newline translation). */
+FILE *dp_fopen(const char *path, const char *mode);
 /* Reads a whole file (up to max_bytes) into a new NUL-terminated buffer; free with free(). */
 dp_status dp_file_read_all(const char *path, size_t max_bytes, char **data, size_t *len, dp_err *err);
 
@@ -194,6 +204,11 @@ int dp_stop_requests(void);
 int dp_stop_signal(void);
 /* Simulates a stop request (tests). */
 void dp_stop_request(void);
+
+/* Called first in main(): on Windows replaces argv by its UTF-8 form (the C runtime's is in the
+ * ANSI code page) and makes the console and the standard streams carry UTF-8 bytes unchanged;
+ * elsewhere nothing. */
+void dp_process_init(int *argc, char ***argv);
 
 /* ---- Terminal --------------------------------------------------------------------------- */
 

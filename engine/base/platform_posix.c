@@ -48,6 +48,7 @@ dp_status dp_file_open(dp_file *f, const char *path, int flags, dp_err *err) {
     if (flags & DP_FILE_APPEND) oflags |= O_APPEND;
     if (flags & DP_FILE_EXCL) oflags |= O_EXCL;
     f->handle = -1;
+    f->mode = flags;
     snprintf(f->path, sizeof(f->path), "%s", path);
     int fd;
     do {
@@ -750,3 +751,11 @@ bool dp_program_exists(const char *name) {
     }
     return false;
 }
+
+bool dp_path_is_absolute(const char *path) { return path[0] == '/'; }
+
+void dp_path_to_slashes(char *path) { (void)path; }
+
+FILE *dp_fopen(const char *path, const char *mode) { return fopen(path, mode); }
+
+void dp_process_init(int *argc, char ***argv) { (void)argc, (void)argv; }

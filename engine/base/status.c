@@ -38,7 +38,10 @@ dp_status dp_status_from_errno(int errnum) {
     case EINVAL: return DP_EINVAL;
     case ENOENT: case ENOTDIR: return DP_ENOENT;
     case EACCES: case EPERM: case EROFS: return DP_EACCES;
-    case ENOSPC: case EDQUOT: case EFBIG: return DP_ENOSPC;
+    case ENOSPC: case EFBIG: return DP_ENOSPC;
+#ifdef EDQUOT
+    case EDQUOT: return DP_ENOSPC;
+#endif
     case EBUSY: case EAGAIN: return DP_EBUSY;
     case EEXIST: return DP_EEXIST;
     case ETIMEDOUT: return DP_ETIMEDOUT;

@@ -66,7 +66,10 @@ typedef struct dp_err {
 #define DP_NORETURN _Noreturn
 #endif
 
-#if defined(__GNUC__)
+#if defined(__MINGW32__)
+/* mingw-w64's C99 printf (__USE_MINGW_ANSI_STDIO), not msvcrt's dialect */
+#define DP_PRINTF(fmt_idx, arg_idx) __attribute__((format(gnu_printf, fmt_idx, arg_idx)))
+#elif defined(__GNUC__)
 #define DP_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
 #else
 #define DP_PRINTF(fmt_idx, arg_idx)

@@ -600,8 +600,8 @@ int pl_cmd_batch(int argc, char **argv) {
         json_decref(done);
         return PL_EXIT_CONFIG;
     }
-    FILE *out = !strcmp(outp, "-") ? stdout : fopen(outp, resume ? "a" : "w");
-    FILE *errs = !strcmp(errp, outp) || !strcmp(errp, "-") ? out : fopen(errp, resume ? "a" : "w");
+    FILE *out = !strcmp(outp, "-") ? stdout : dp_fopen(outp, resume ? "a" : "w");
+    FILE *errs = !strcmp(errp, outp) || !strcmp(errp, "-") ? out : dp_fopen(errp, resume ? "a" : "w");
     if (!out || !errs) {
         fprintf(stderr, "docpipe batch: cannot create %s\n", !out ? outp : errp);
         if (out && out != stdout) fclose(out);

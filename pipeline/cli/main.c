@@ -13,6 +13,7 @@
 #include "exit_codes.h"
 #include "help.h"
 #include "log.h"
+#include "platform.h"
 #include "say.h"
 
 #include "engine.h"
@@ -159,4 +160,7 @@ static int run_command(int argc, char **argv) {
     return c->fn(sub_argc, sub_argv);
 }
 
-int main(int argc, char **argv) { return pl_exit_code(run_command(argc, argv)); }
+int main(int argc, char **argv) {
+    dp_process_init(&argc, &argv);
+    return pl_exit_code(run_command(argc, argv));
+}

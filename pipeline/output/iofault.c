@@ -44,7 +44,7 @@ dp_status pl_io_point(const char *op, const char *path, dp_err *err) {
 void pl_pause_after_listing(void) {
     const char *path = getenv("DOCPIPE_PAUSE_AFTER_LISTING");
     if (!path || !*path) return;
-    FILE *f = fopen(path, "w");
+    FILE *f = dp_fopen(path, "w");
     if (!f) return;
     fclose(f);
     for (int waited = 0; waited < 60000 && dp_path_exists(path) && !dp_stop_requests(); waited += 10)

@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "platform.h"
 #include "chunker.h"
 #include "sink.h"
 #include "exit_codes.h"
@@ -153,7 +154,7 @@ static int check_outputs(const pl_run *r) {
     for (int i = 0; i < 3; i++) {
         if (!rel[i] || !want[i][0]) continue;
         char path[8400];
-        if (rel[i][0] == '/' || !r->job.dir[0]) snprintf(path, sizeof(path), "%s", rel[i]);
+        if (dp_path_is_absolute(rel[i]) || !r->job.dir[0]) snprintf(path, sizeof(path), "%s", rel[i]);
         else snprintf(path, sizeof(path), "%s/%s", r->job.dir, rel[i]);
         dp_err err = {0};
         dp_status st = pl_file_check_prefix(path, bytes[i], want[i], &err);

@@ -247,9 +247,11 @@ static void test_help_for_every_command_lists_every_option(void **state) {
     assert_non_null(strstr(v, "complete -o filenames -F _docpipe docpipe"));
     tu_write_file(tu_tmp("completion.bash"), v, strlen(v));
     free(v);
+#ifndef _WIN32 /* (no bash to check it with) */
     char cmd[4200];
     snprintf(cmd, sizeof(cmd), "bash -n '%s'", tu_tmp("completion.bash"));
     assert_int_equal(system(cmd), 0);
+#endif
     assert_int_equal(tu_run(&v, "help --completion zsh"), 0);
     assert_int_equal(strncmp(v, "#compdef docpipe", 16), 0);
     free(v);

@@ -290,6 +290,7 @@ static void test_validate_command_exit_codes(void **state) {
     assert_int_equal(tu_run(NULL, "validate '%s'", tu_tmp("job/noin.yaml")), 66);
     assert_int_equal(tu_run(NULL, "validate '%s'", tu_tmp("job/missing.yaml")), 66);
     assert_int_equal(tu_run(NULL, "validate"), 64);
+#ifndef _WIN32
     /* a FIFO named as the job file is refused at once, not read forever (a hang ends at the
      * test's timeout) */
     char cmd[1024];
@@ -298,6 +299,7 @@ static void test_validate_command_exit_codes(void **state) {
     const int rc = tu_run(NULL, "validate '%s'", tu_tmp("job/fifo.yaml"));
     assert_true(rc == 65 || rc == 66);
     assert_non_null(strstr(tu_last_stderr(), "not a regular file"));
+#endif
 }
 
 int main(void) {

@@ -49,6 +49,7 @@ static void test_walk_order_filters_links_and_limits(void **state) {
     mk("sub/c.txt", "c");
     mk("sub/skip/d.txt", "d");
     mk("sub/e.png", "e");
+#ifndef _WIN32 /* (links need a privilege on Windows, and it has no FIFOs) */
     snprintf(p, sizeof(p), "%s/sub", root);
     snprintf(q, sizeof(q), "%s/link", root);
     assert_int_equal(symlink(p, q), 0); /* a folder link */
@@ -56,6 +57,11 @@ static void test_walk_order_filters_links_and_limits(void **state) {
     assert_int_equal(symlink(root, q), 0); /* a loop when followed */
     snprintf(q, sizeof(q), "%s/fifo", root);
     assert_int_equal(mkfifo(q, 0644), 0);
+    const size_t links = 2, fifos = 1;
+#else
+    (void)q;
+    const size_t links = 0, fifos = 0;
+#endif
     const char *inc[] = {"**/*"}, *exc[] = {"**/skip/**"};
     pl_walk_opts o = {inc, 1, exc, 1, false, 20, false};
     pl_walk w = {0};
@@ -64,8 +70,8 @@ static void test_walk_order_filters_links_and_limits(void **state) {
     assert_int_equal(w.n, 5);
     for (size_t i = 0; i < 5; i++) assert_string_equal(w.files[i].rel, want[i]);
     assert_true(w.files[2].too_large && !w.files[0].too_large);
-    assert_int_equal(w.n_skipped_links, 2);
-    assert_int_equal(w.n_skipped_special, 1);
+    assert_int_equal(w.n_skipped_links, links);
+    assert_int_equal(w.n_skipped_special, fifos);
     char abs[1024];
     snprintf(abs, sizeof(abs), "%s/sub/c.txt", root);
     assert_string_equal(w.files[3].abs, abs);
@@ -75,7 +81,7 @@ static void test_walk_order_filters_links_and_limits(void **state) {
     assert_int_equal(pl_walk_dir(root, &o, &w, &err), DP_OK);
     bool has_link = false;
     for (size_t i = 0; i < w.n; i++) has_link |= !strcmp(w.files[i].rel, "link/c.txt");
-    assert_true(has_link);
+    assert_true(has_link == (links > 0));
     assert_true(w.n < 20);
     pl_walk_free(&w);
     /* include narrows, exclude wins */

@@ -12,6 +12,14 @@
 #include <cmocka.h>
 
 #include <stdbool.h>
+#include <stdlib.h>
+
+#ifdef _WIN32 /* the POSIX environment calls the tests use */
+static inline int setenv(const char *name, const char *value, int overwrite) {
+    return (!overwrite && getenv(name)) ? 0 : _putenv_s(name, value);
+}
+static inline int unsetenv(const char *name) { return _putenv_s(name, ""); }
+#endif
 
 /* Absolute path of a file under ../shared/fixtures (or $DOCPIPE_FIXTURES), or NULL when the
  * folder is absent. */
@@ -28,6 +36,8 @@ const char *tu_fixture(const char *rel);
 
 /* A fresh temporary directory (removed at exit). Borrowed string. */
 const char *tu_tmpdir(void);
+/* Removes path and everything under it. */
+void tu_rm_rf(const char *path);
 /* tmpdir/name, in a static rotating buffer. */
 const char *tu_tmp(const char *name);
 
