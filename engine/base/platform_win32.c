@@ -223,6 +223,12 @@ dp_status dp_file_close(dp_file *f, dp_err *err) {
 }
 
 dp_status dp_file_pread(dp_file *f, void *buf, size_t n, uint64_t off, dp_err *err) {
+    /* a read at an offset moves a Win32 handle's position, a POSIX pread does not: the writer's
+     * position is put back */
+    LARGE_INTEGER keep = {0};
+    const bool restore = (f->mode & DP_FILE_WRITE) && !(f->mode & DP_FILE_APPEND) &&
+                         SetFilePointerEx(H(f), (LARGE_INTEGER){0}, &keep, FILE_CURRENT);
+    dp_status st = DP_OK;
     uint8_t *p = buf;
     while (n > 0) {
         OVERLAPPED ov = {0};
@@ -231,14 +237,21 @@ dp_status dp_file_pread(dp_file *f, void *buf, size_t n, uint64_t off, dp_err *e
         DWORD want = n > (1u << 30) ? (1u << 30) : (DWORD)n, got = 0;
         if (!ReadFile(H(f), p, want, &got, &ov)) {
             if (GetLastError() == ERROR_HANDLE_EOF) got = 0;
-            else return win_err(err, "cannot read", f->path);
+            else {
+                st = win_err(err, "cannot read", f->path);
+                break;
+            }
         }
-        if (got == 0) return dp_err_set(err, DP_EOF, "unexpected end of file in %s", f->path);
+        if (got == 0) {
+            st = dp_err_set(err, DP_EOF, "unexpected end of file in %s", f->path);
+            break;
+        }
         p += got;
         n -= got;
         off += got;
     }
-    return DP_OK;
+    if (restore) SetFilePointerEx(H(f), keep, NULL, FILE_BEGIN);
+    return st;
 }
 
 dp_status dp_file_write(dp_file *f, const void *buf, size_t n, dp_err *err) {
@@ -967,14 +980,32 @@ dp_status dp_process_run(const char *const *argv, const void *in, size_t in_len,
     SetHandleInformation(in_w, HANDLE_FLAG_INHERIT, 0);
     SetHandleInformation(out_r, HANDLE_FLAG_INHERIT, 0);
     SetHandleInformation(err_r, HANDLE_FLAG_INHERIT, 0);
-    STARTUPINFOW si;
+    /* the child inherits its three pipe ends and nothing else: not another thread's pipes
+     * (which would keep those open past their own child's exit), not our standard streams */
+    STARTUPINFOEXW si;
     memset(&si, 0, sizeof(si));
-    si.cb = sizeof(si);
-    si.dwFlags = STARTF_USESTDHANDLES;
-    si.hStdInput = in_r, si.hStdOutput = out_w, si.hStdError = err_w;
+    si.StartupInfo.cb = sizeof(si);
+    si.StartupInfo.dwFlags = STARTF_USESTDHANDLES;
+    si.StartupInfo.hStdInput = in_r, si.StartupInfo.hStdOutput = out_w, si.StartupInfo.hStdError = err_w;
+    HANDLE inherit[3] = {in_r, out_w, err_w};
     PROCESS_INFORMATION pi;
-    BOOL ok = CreateProcessW(NULL, cmd, NULL, NULL, TRUE, CREATE_NO_WINDOW, NULL, NULL, &si, &pi);
-    DWORD e = GetLastError();
+    DWORD e = ERROR_NOT_ENOUGH_MEMORY;
+    SIZE_T attr_size = 0;
+    InitializeProcThreadAttributeList(NULL, 1, 0, &attr_size);
+    si.lpAttributeList = malloc(attr_size);
+    BOOL ok = si.lpAttributeList && InitializeProcThreadAttributeList(si.lpAttributeList, 1, 0, &attr_size);
+    if (ok) {
+        ok = UpdateProcThreadAttribute(si.lpAttributeList, 0, PROC_THREAD_ATTRIBUTE_HANDLE_LIST, inherit,
+                                       sizeof(inherit), NULL, NULL);
+        /* DETACHED_PROCESS: no console (the streams are pipes), so no console window and no
+         * console host process that could outlive the child */
+        if (ok)
+            ok = CreateProcessW(NULL, cmd, NULL, NULL, TRUE, DETACHED_PROCESS | EXTENDED_STARTUPINFO_PRESENT, NULL,
+                                NULL, &si.StartupInfo, &pi);
+        if (!ok) e = GetLastError();
+        DeleteProcThreadAttributeList(si.lpAttributeList);
+    }
+    free(si.lpAttributeList);
     free(cmd);
     CloseHandle(in_r), CloseHandle(out_w), CloseHandle(err_w);
     if (!ok) {
