@@ -12,19 +12,26 @@ rem docpipe writes UTF-8: make the console show it
 chcp 65001 >nul
 set "DOCPIPE=%~1"
 if "%DOCPIPE%"=="" set "DOCPIPE=build\docpipe.exe"
-if not exist "%DOCPIPE%" (echo no %DOCPIPE%: build docpipe.exe first ^(README.md, Windows^) & exit /b 1)
+if not exist "%DOCPIPE%" goto :nobinary
 if not exist examples\models mkdir examples\models
-if not exist examples\models\tiny-qwen35-q4_k_m.gguf (
-    "%DOCPIPE%" make-test-model --arch qwen35 --hidden 256 --ffn 768 --layers 8 --head-dim 64 --ssm-dim 64 --out examples\models\tiny-qwen35-f16.gguf || exit /b
-    "%DOCPIPE%" quantize examples\models\tiny-qwen35-f16.gguf examples\models\tiny-qwen35-q4_k_m.gguf q4_k_m --quiet || exit /b
-)
-set JOB=examples\jobs\nightly-summary.yaml
+if exist examples\models\tiny-qwen35-q4_k_m.gguf goto :run
+"%DOCPIPE%" make-test-model --arch qwen35 --hidden 256 --ffn 768 --layers 8 --head-dim 64 --ssm-dim 64 --out examples\models\tiny-qwen35-f16.gguf
+if errorlevel 1 exit /b %ERRORLEVEL%
+"%DOCPIPE%" quantize examples\models\tiny-qwen35-f16.gguf examples\models\tiny-qwen35-q4_k_m.gguf q4_k_m --quiet
+if errorlevel 1 exit /b %ERRORLEVEL%
+:run
+set "JOB=examples\jobs\nightly-summary.yaml"
 echo --- docpipe validate %JOB%
-"%DOCPIPE%" validate %JOB% || exit /b
+"%DOCPIPE%" validate %JOB%
+if errorlevel 1 exit /b %ERRORLEVEL%
 echo --- docpipe run %JOB%   (random weights: the text is meaningless by design)
 "%DOCPIPE%" run %JOB%
 rem 0 = all done, 3 = some documents failed (errors.jsonl), 75 = stopped or locked: run again to resume
-if errorlevel 4 exit /b %ERRORLEVEL%
-if errorlevel 1 if not errorlevel 3 exit /b %ERRORLEVEL%
+set RC=%ERRORLEVEL%
+if not "%RC%"=="0" if not "%RC%"=="3" exit /b %RC%
 echo --- docpipe status %JOB%   (run it again: unchanged documents are skipped)
 "%DOCPIPE%" status %JOB%
+exit /b %ERRORLEVEL%
+:nobinary
+echo no %DOCPIPE%: build docpipe.exe first (README.md, Windows)
+exit /b 1

@@ -12,7 +12,7 @@ Set-Location (Join-Path $PSScriptRoot "..\..")
 # docpipe writes UTF-8; show it as such
 [Console]::OutputEncoding = [System.Text.Encoding]::UTF8
 
-if (-not (Test-Path $Docpipe)) { throw "no $Docpipe: build docpipe.exe first (README.md, Windows)" }
+if (-not (Test-Path $Docpipe)) { throw "no ${Docpipe}: build docpipe.exe first (README.md, Windows)" }
 New-Item -ItemType Directory -Force examples\models | Out-Null
 if (-not (Test-Path examples\models\tiny-qwen35-q4_k_m.gguf)) {
     & $Docpipe make-test-model --arch qwen35 --hidden 256 --ffn 768 --layers 8 --head-dim 64 --ssm-dim 64 `
