@@ -8,6 +8,8 @@
  */
 #include "platform.h"
 
+#include "name_list.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -290,57 +292,20 @@ dp_status dp_stat(const char *path, bool follow, dp_stat_info *out, dp_err *err)
     return DP_OK;
 }
 
-static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 dp_status dp_dir_list(const char *path, char ***names, size_t *n, dp_err *err) {
     *names = NULL;
     *n = 0;
     DIR *d = opendir(path);
     if (!d) return os_err(err, "cannot open directory", path);
-    size_t cap = 0, count = 0, bytes = 0;
-    char **v = NULL;
-    char *pool = NULL;
-    struct dirent *e;
-    /* first pass collects names into a growing pool of offsets */
-    size_t *offs = NULL;
+    dp_name_list l = {0};
     dp_status st = DP_OK;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        size_t l = strlen(e->d_name) + 1;
-        if (count == cap) {
-            cap = cap ? 2 * cap : 64;
-            size_t *o = realloc(offs, cap * sizeof(size_t));
-            if (!o) { st = DP_ENOMEM; break; }
-            offs = o;
-        }
-        char *p = realloc(pool, bytes + l);
-        if (!p) { st = DP_ENOMEM; break; }
-        pool = p;
-        memcpy(pool + bytes, e->d_name, l);
-        offs[count++] = bytes;
-        bytes += l;
-    }
+    struct dirent *e;
+    while (!st && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) st = dp_name_list_add(&l, e->d_name);
     closedir(d);
-    if (!st) {
-        /* one block: the pointer array followed by the names */
-        v = malloc(count * sizeof(char *) + bytes + 1);
-        if (!v) st = DP_ENOMEM;
-        else {
-            char *names_at = (char *)(v + count);
-            if (bytes) memcpy(names_at, pool, bytes);
-            for (size_t i = 0; i < count; i++) v[i] = names_at + offs[i];
-            qsort(v, count, sizeof(char *), cmp_names);
-        }
-    }
-    free(offs);
-    free(pool);
-    if (st) {
-        free(v);
-        return dp_err_set(err, st, "out of memory listing %s", path);
-    }
-    *names = v;
-    *n = count;
-    return DP_OK;
+    if (st) dp_name_list_free(&l);
+    else st = dp_name_list_finish(&l, names, n);
+    return st ? dp_err_set(err, st, "out of memory listing %s", path) : DP_OK;
 }
 
 /* ---- Memory maps ------------------------------------------------------------------------ */

@@ -14,6 +14,8 @@
  */
 #include "platform.h"
 
+#include "name_list.h"
+
 #ifndef WIN32_LEAN_AND_MEAN
 #define WIN32_LEAN_AND_MEAN
 #endif
@@ -540,8 +542,6 @@ dp_status dp_stat(const char *path, bool follow, dp_stat_info *out, dp_err *err)
     return DP_OK;
 }
 
-static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 dp_status dp_dir_list(const char *path, char ***names, size_t *n, dp_err *err) {
     *names = NULL;
     *n = 0;
@@ -567,60 +567,18 @@ dp_status dp_dir_list(const char *path, char ***names, size_t *n, dp_err *err) {
         }
         return win_err_code(err, e, "cannot open directory", path);
     }
-    size_t cap = 0, count = 0, bytes = 0, *offs = NULL;
-    char *pool = NULL;
+    dp_name_list l = {0};
     dp_status st = DP_OK;
     do {
         if (!wcscmp(fd.cFileName, L".") || !wcscmp(fd.cFileName, L"..")) continue;
         char *name = wide_to_utf8(fd.cFileName);
-        if (!name) {
-            st = DP_ENOMEM;
-            break;
-        }
-        const size_t l = strlen(name) + 1;
-        if (count == cap) {
-            cap = cap ? 2 * cap : 64;
-            size_t *o = realloc(offs, cap * sizeof(size_t));
-            if (!o) {
-                free(name);
-                st = DP_ENOMEM;
-                break;
-            }
-            offs = o;
-        }
-        char *p = realloc(pool, bytes + l);
-        if (!p) {
-            free(name);
-            st = DP_ENOMEM;
-            break;
-        }
-        pool = p;
-        memcpy(pool + bytes, name, l);
+        st = name ? dp_name_list_add(&l, name) : DP_ENOMEM;
         free(name);
-        offs[count++] = bytes;
-        bytes += l;
-    } while (FindNextFileW(fh, &fd));
+    } while (!st && FindNextFileW(fh, &fd));
     FindClose(fh);
-    char **v = NULL;
-    if (!st) {
-        v = malloc(count * sizeof(char *) + bytes + 1);
-        if (!v) st = DP_ENOMEM;
-        else {
-            char *names_at = (char *)(v + count);
-            if (bytes) memcpy(names_at, pool, bytes);
-            for (size_t i = 0; i < count; i++) v[i] = names_at + offs[i];
-            qsort(v, count, sizeof(char *), cmp_names);
-        }
-    }
-    free(offs);
-    free(pool);
-    if (st) {
-        free(v);
-        return dp_err_set(err, st, "out of memory listing %s", path);
-    }
-    *names = v;
-    *n = count;
-    return DP_OK;
+    if (st) dp_name_list_free(&l);
+    else st = dp_name_list_finish(&l, names, n);
+    return st ? dp_err_set(err, st, "out of memory listing %s", path) : DP_OK;
 }
 
 FILE *dp_fopen(const char *path, const char *mode) {
