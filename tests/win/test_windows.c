@@ -216,6 +216,23 @@ static void test_platform_windows_names(void **state) {
     assert_int_equal(m.size, strlen("\xf0\x9f\x93\x84 emoji.txt"));
     assert_memory_equal(m.data, "\xf0\x9f\x93\x84", 4);
     dp_map_close(&m);
+    /* paths past MAX_PATH (260): created, written, listed and read back */
+    snprintf(p, sizeof(p), "%s", d);
+    for (int i = 0; i < 8; i++) {
+        const size_t at = strlen(p);
+        snprintf(p + at, sizeof(p) - at, "/%s-%d", "a-rather-long-folder-name-for-the-test", i);
+    }
+    assert_true(strlen(p) > 300);
+    assert_int_equal(dp_mkdir_p(p, &err), DP_OK);
+    snprintf(q, sizeof(q), "%s/deep.txt", p);
+    put(q, "deep");
+    assert_int_equal(dp_file_read_all(q, 1024, &back, &n, &err), DP_OK);
+    assert_string_equal(back, "deep");
+    free(back);
+    assert_int_equal(dp_dir_list(p, &list, &n, &err), DP_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0], "deep.txt");
+    free(list);
     /* folder parts: drive roots stay roots */
     char out[64];
     dp_path_dir("C:\\a\\b.txt", out, sizeof(out));
