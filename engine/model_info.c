@@ -227,6 +227,9 @@ dp_status eng_model_info_load(const eng_gguf *g, eng_model_info *m, dp_err *err)
         if (sscanf(t->name, "blk.%u.", &blk) == 1 && blk >= m->n_layer && m->n_nextn) continue;
         m->weight_bytes_main += t->nbytes;
     }
+    m->decode_bytes = m->weight_bytes_main;
+    if (emb && !m->tied_embeddings && emb->ne[1] > 0) /* one row of it per token */
+        m->decode_bytes -= emb->nbytes - emb->nbytes / (uint64_t)emb->ne[1];
     return DP_OK;
 }
 

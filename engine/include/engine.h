@@ -196,6 +196,9 @@ typedef struct eng_model_info {
     /* tensors */
     uint64_t weight_bytes;      /* all tensor data */
     uint64_t weight_bytes_main; /* without MTP blocks */
+    uint64_t decode_bytes;      /* what one decode step reads of them: all main tensors but the
+                                 * token embedding, of which it reads one row (unless it is also
+                                 * the output head, read whole) */
 } eng_model_info;
 
 typedef struct eng_mem_estimate {
@@ -424,6 +427,15 @@ dp_status eng_test_model_shape(eng_test_model_params *p, const char *shape);
  * output does not depend on it. */
 dp_status eng_test_model_write(const eng_test_model_params *p, const char *path, int n_threads, dp_err *err);
 
+
+/* ---- Machine ------------------------------------------------------------------------------- */
+
+/* Bytes per second that n_threads threads (< 1: every CPU) read from memory, streaming through
+ * a buffer of the given size (at least 64 MiB; pick one well past the last-level cache, e.g.
+ * 1 GiB); the best of three passes, about a second in all. 0 when the buffer cannot be had.
+ * Decoding one sequence reads every weight once per token, so this over the bytes a token
+ * reads (eng_model_info.decode_bytes, plus the KV cache it attends over) bounds its tokens/s. */
+double eng_read_bandwidth(int n_threads, size_t bytes);
 
 /* ---- Inference ----------------------------------------------------------------------------- */
 

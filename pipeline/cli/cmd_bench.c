@@ -224,6 +224,21 @@ int pl_cmd_bench(int argc, char **argv) {
         }
     }
     const eng_model_info *in = eng_model_get_info(m);
+    /* decode's ceiling on the CPU: one step of one sequence reads every weight once, the KV
+     * cache it attends over, and reads and writes the recurrent state, at the rate this
+     * machine's threads read memory */
+    int k1 = -1;
+    for (int k = 0; k < n_seqs; k++)
+        if (seqs[k] == 1) k1 = k;
+    double read_bw = 0, roof = 0, step_bytes = 0;
+    if (k1 >= 0 && n_g && !strncmp(eng_context_backend_name(c), "cpu", 3)) {
+        read_bw = eng_read_bandwidth(cp.n_threads ? cp.n_threads : dp_cpu_count(), (size_t)512 << 20);
+        eng_mem_estimate e;
+        eng_model_mem_estimate(in, 1, 1, 1, &e);
+        const double attended = (double)depth + (pps ? n_p : 0) + n_g / 2.0;
+        step_bytes = (double)in->decode_bytes + (double)e.kv_per_token * attended + 2.0 * (double)e.rec_per_seq;
+        if (read_bw > 0) roof = read_bw / step_bytes;
+    }
     if (json) {
         printf("{\"model\": \"%s\", \"architecture\": \"%s\", \"backend\": \"%s\", \"threads\": %d, "
                "\"n_prompt\": %u, \"n_gen\": %u, \"n_depth\": %u, \"pp_tok_s\": %.3f, \"tg_tok_s\": %.3f, "
@@ -232,6 +247,9 @@ int pl_cmd_bench(int argc, char **argv) {
                n_g, depth, pp, tg[0]);
         for (int k = 0; k < n_seqs; k++) printf("%s\"%u\": %.3f", k ? ", " : "", seqs[k], tg[k]);
         printf("}");
+        if (roof > 0)
+            printf(", \"read_gb_s\": %.3f, \"decode_bytes_per_token\": %.0f, \"decode_roofline_tok_s\": %.3f, "
+                   "\"tg1_roofline_fraction\": %.4f", read_bw / 1e9, step_bytes, roof, tg[k1] / roof);
         if (gram) {
             uint64_t hits, misses;
             eng_grammar_cache_stats(gram, &hits, &misses);
@@ -252,6 +270,10 @@ int pl_cmd_bench(int argc, char **argv) {
         snprintf(label, sizeof(label), "tg%u%s", n_g, at);
         for (int k = 0; k < n_seqs; k++)
             printf("%-16s %10.2f tok/s aggregate with %u sequence%s\n", label, tg[k], seqs[k], seqs[k] > 1 ? "s" : "");
+        if (roof > 0)
+            printf("roofline  one sequence reads %.1f MB per token; at %.1f GB/s (%d threads reading) that is at most "
+                   "%.2f tok/s: tg reaches %.1f %% of it\n", step_bytes / 1e6, read_bw / 1e9,
+                   cp.n_threads ? cp.n_threads : dp_cpu_count(), roof, 100 * tg[k1] / roof);
         if (gram) {
             uint64_t hits, misses;
             eng_grammar_cache_stats(gram, &hits, &misses);

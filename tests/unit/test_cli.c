@@ -300,6 +300,7 @@ static void test_make_test_model_quantize_inspect_chain(void **state) {
     /* bench: one figure per batch size; --pps generates after a 300-token prompt shared by all
      * sequences (one full block by reference, the partly filled one copied by all but the last) */
     q = tu_tmp("chain-q4km.gguf"); /* tu_tmp's buffer was reused above */
+    double step_bytes[3] = {0};
     for (int pps = 0; pps < 3; pps++) { /* 2: at a depth of 600 tokens (llama-bench -d), with --pps */
         const int rc = tu_run(&out, "bench -m '%s' -t 2 -p 300 -n 4 --seqs 1,4 -r 1 --json%s", q,
                               pps == 2 ? " --pps -d 600" : pps ? " --pps" : "");
@@ -311,6 +312,11 @@ static void test_make_test_model_quantize_inspect_chain(void **state) {
         assert_true(json_real_value(json_object_get(by, "4")) > 0);
         assert_true(json_real_value(json_object_get(o, "pp_tok_s")) > 0);
         assert_int_equal(json_integer_value(json_object_get(o, "n_depth")), pps == 2 ? 600 : 0);
+        /* the decode roofline: the bytes a step reads grow with what it attends over */
+        assert_true(json_number_value(json_object_get(o, "read_gb_s")) > 0);
+        const double bytes = json_number_value(json_object_get(o, "decode_bytes_per_token"));
+        assert_true(bytes > step_bytes[pps ? pps - 1 : 0] && json_number_value(json_object_get(o, "decode_roofline_tok_s")) > 0);
+        step_bytes[pps] = bytes;
         json_decref(o);
         free(out);
     }
