@@ -39,7 +39,7 @@ typedef struct eng_attn_args {
     const int32_t *pos;         /* [n_tok] position of each query token */
     const int32_t *seq;         /* [n_tok] sequence of each query token */
     const void *k, *v;          /* cache of this layer: [n_blocks][blk_size][n_head_kv * hd] */
-    int kv_type;                /* ENG_TYPE_F32 or ENG_TYPE_F16 */
+    int kv_type;                /* ENG_TYPE_F32, ENG_TYPE_F16 or ENG_TYPE_Q8_0 (CPU only) */
     const int32_t *blk_table;   /* [seq * blk_stride + i]: block holding positions i*blk_size.. */
     int blk_stride, blk_size;
     float scale;                /* 1/sqrt(hd) */

@@ -101,13 +101,19 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
     if (p.n_ctx > (1u << 24) || p.n_seq_max > 4096 || p.n_ubatch > 65536)
         return dp_err_set(err, DP_ERANGE, "context: n_ctx %u, n_seq_max %u or n_ubatch %u out of range", p.n_ctx,
                           p.n_seq_max, p.n_ubatch);
-    if (p.kv_type != ENG_TYPE_F16 && p.kv_type != ENG_TYPE_F32)
-        return dp_err_set(err, DP_EINVAL, "context: the KV cache type must be F16 or F32");
+    if (p.kv_type != ENG_TYPE_F16 && p.kv_type != ENG_TYPE_F32 && p.kv_type != ENG_TYPE_Q8_0)
+        return dp_err_set(err, DP_EINVAL, "context: the KV cache type must be F16, Q8_0 or F32");
+    if (p.kv_type == ENG_TYPE_Q8_0 && in->n_attn_layers && (in->head_dim_k % 32 || in->head_dim_v % 32))
+        return dp_err_set(err, DP_EINVAL, "context: a Q8_0 KV cache needs a head size that is a multiple of 32 (this "
+                          "model's is %u): use F16", in->head_dim_k);
     if ((unsigned)p.pooling > ENG_POOLING_LAST)
         return dp_err_set(err, DP_EINVAL, "context: pooling %d is not none, mean, cls or last", (int)p.pooling);
     const eng_device_backend *dev = NULL;
     dp_status st = pick_device(m, &p, true, &dev, NULL, err);
     if (st) return st;
+    if (dev && p.kv_type == ENG_TYPE_Q8_0)
+        return dp_err_set(err, DP_EUNSUPPORTED, "context: the %s backend keeps its KV cache in F16; a Q8_0 cache runs "
+                          "on the CPU backend (device: cpu)", dev->name);
     if (p.n_threads <= 0) p.n_threads = dp_cpu_count();
     if (p.n_ubatch > p.n_ctx * p.n_seq_max) p.n_ubatch = p.n_ctx * p.n_seq_max;
 
@@ -141,10 +147,9 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
     const size_t dv = Hv ? inner / Hv : 0;
 
     /* KV cache */
-    const size_t esz = p.kv_type == ENG_TYPE_F32 ? 4 : 2;
     const int64_t full = (int64_t)c->n_seq * c->max_bps;
     c->n_blocks = !in->n_attn_layers ? 0 : p.n_kv_blocks && p.n_kv_blocks < full ? (int32_t)p.n_kv_blocks : (int32_t)full;
-    c->kv_row_bytes = kvd * esz;
+    c->kv_row_bytes = eng_row_size(p.kv_type, (int64_t)kvd);
     c->blk_table = malloc((size_t)full * sizeof(int32_t));
     c->blk_ref = calloc((size_t)c->n_blocks + 1, sizeof(int32_t));
     c->blk_free = malloc(((size_t)c->n_blocks + 1) * sizeof(int32_t));
@@ -154,7 +159,7 @@ dp_status eng_context_new(eng_model *m, const eng_context_params *pin, eng_conte
     for (int64_t i = 0; i < full; i++) c->blk_table[i] = -1;
     for (int32_t i = 0; i < c->n_blocks; i++) c->blk_free[i] = c->n_blocks - 1 - i; /* block 0 pops first */
     c->n_free = c->n_blocks;
-    const size_t kv_layer = (size_t)c->n_blocks * ENG_KV_BLOCK * kvd * esz;
+    const size_t kv_layer = (size_t)c->n_blocks * ENG_KV_BLOCK * c->kv_row_bytes;
     c->kv = calloc(in->n_attn_layers ? in->n_attn_layers : 1, sizeof(eng_kv_layer));
     if (!c->kv) goto oom;
     for (uint32_t i = 0; i < in->n_attn_layers; i++) {
@@ -298,14 +303,13 @@ int32_t eng_kv_blocks_needed(int32_t len, int32_t shared_len) {
 }
 
 size_t eng_kv_block_bytes(const eng_model_info *in, int kv_type) {
-    const size_t esz = kv_type == ENG_TYPE_F32 ? 4 : 2;
-    return 2 * (size_t)in->n_attn_layers * ENG_KV_BLOCK * in->n_head_kv * in->head_dim_k * esz;
+    return 2 * (size_t)in->n_attn_layers * ENG_KV_BLOCK * eng_row_size(kv_type, (int64_t)in->n_head_kv * in->head_dim_k);
 }
 
 uint64_t eng_kv_blocks_fitting(const eng_model_info *in, uint32_t n_ctx, uint32_t n_seqs, uint32_t n_ubatch,
                                int kv_type, uint64_t budget, uint64_t *fixed_bytes) {
     eng_mem_estimate e;
-    eng_model_mem_estimate(in, n_ctx, n_seqs, n_ubatch, &e);
+    eng_model_mem_estimate_kv(in, n_ctx, n_seqs, n_ubatch, kv_type, &e);
     const uint64_t fixed = e.weights + e.recurrent + e.compute, bb = eng_kv_block_bytes(in, kv_type);
     if (fixed_bytes) *fixed_bytes = fixed;
     return bb && budget > fixed ? (budget - fixed) / bb : 0;

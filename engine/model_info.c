@@ -235,10 +235,16 @@ dp_status eng_model_info_load(const eng_gguf *g, eng_model_info *m, dp_err *err)
 
 void eng_model_mem_estimate(const eng_model_info *m, uint32_t n_ctx, uint32_t n_seqs, uint32_t n_ubatch,
                             eng_mem_estimate *e) {
+    eng_model_mem_estimate_kv(m, n_ctx, n_seqs, n_ubatch, ENG_TYPE_F16, e);
+}
+
+void eng_model_mem_estimate_kv(const eng_model_info *m, uint32_t n_ctx, uint32_t n_seqs, uint32_t n_ubatch,
+                               int kv_type, eng_mem_estimate *e) {
     memset(e, 0, sizeof(*e));
     e->weights = m->weight_bytes_main;
-    /* F16 K and V per attention layer */
-    e->kv_per_token = (uint64_t)m->n_attn_layers * m->n_head_kv * (m->head_dim_k + m->head_dim_v) * 2;
+    /* K and V per attention layer, in the cache's type */
+    e->kv_per_token = (uint64_t)m->n_attn_layers * (eng_row_size(kv_type, (int64_t)m->n_head_kv * m->head_dim_k) +
+                                                     eng_row_size(kv_type, (int64_t)m->n_head_kv * m->head_dim_v));
     e->kv_cache = e->kv_per_token * n_ctx * n_seqs;
     if (m->n_rec_layers) {
         uint64_t d_v = m->ssm_d_inner / m->ssm_dt_rank;

@@ -51,6 +51,7 @@ typedef struct job_spec {
         int64_t context;     /* tokens per sequence */
         int64_t threads;     /* 0 = all CPUs */
         int64_t max_sequences;
+        int kv_type;         /* 0 = f16, 1 = q8_0 (the KV cache's type) */
         char *sha256;        /* (optional) expected model hash */
         int path_line, path_col; /* where model.path is written */
     } model;

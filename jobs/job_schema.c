@@ -48,6 +48,7 @@ static const field k_fields[] = {
     {"model", "context", F_INT, S(model.context), false, "8192", 64, 1048576, NULL},
     {"model", "threads", F_INT, S(model.threads), false, "0", 0, 1024, NULL},
     {"model", "max_sequences", F_INT, S(model.max_sequences), false, "8", 1, 4096, NULL},
+    {"model", "kv_type", F_ENUM, S(model.kv_type), false, "f16", 0, 0, "f16|q8_0"},
     {"model", "sha256", F_STR, S(model.sha256), false, NULL, 0, 0, NULL},
     {"inputs[]", "path", F_PATH, I(path), true, NULL, 0, 0, NULL},
     {"inputs[]", "include", F_STRLIST, I(include), false, "**/*", 0, 0, NULL},

@@ -284,6 +284,11 @@ static void cpu_kv_store(eng_backend *be, void *kc, void *vc, int kv_type, int k
         if (kv_type == ENG_TYPE_F32) {
             memcpy((float *)kc + row, k + (size_t)t * ld, (size_t)kv_dim * 4);
             memcpy((float *)vc + row, v + (size_t)t * ld, (size_t)kv_dim * 4);
+        } else if (kv_type == ENG_TYPE_Q8_0) {
+            /* blocks of 32 never straddle two heads (head sizes are multiples of 32) */
+            const size_t rb = eng_row_size(ENG_TYPE_Q8_0, kv_dim);
+            eng_quantize_row_q8_0(k + (size_t)t * ld, (uint8_t *)kc + (size_t)slot[t] * rb, kv_dim);
+            eng_quantize_row_q8_0(v + (size_t)t * ld, (uint8_t *)vc + (size_t)slot[t] * rb, kv_dim);
         } else {
             eng_f32_to_f16_row(k + (size_t)t * ld, (eng_f16 *)kc + row, kv_dim);
             eng_f32_to_f16_row(v + (size_t)t * ld, (eng_f16 *)vc + row, kv_dim);
@@ -301,9 +306,9 @@ typedef struct attn_task {
 
 /* Cache rows of block ib of token t's sequence, from KV head kvh on. */
 static inline const uint8_t *kv_block(const eng_attn_args *a, const void *base, int t, int ib, int kvh) {
-    const size_t esz = a->kv_type == ENG_TYPE_F32 ? 4 : 2, row = (size_t)a->n_head_kv * a->hd * esz;
+    const size_t row = eng_row_size(a->kv_type, (int64_t)a->n_head_kv * a->hd);
     const int32_t blk = a->blk_table[(size_t)a->seq[t] * a->blk_stride + ib];
-    return (const uint8_t *)base + (size_t)blk * a->blk_size * row + (size_t)kvh * a->hd * esz;
+    return (const uint8_t *)base + (size_t)blk * a->blk_size * row + eng_row_size(a->kv_type, (int64_t)kvh * a->hd);
 }
 
 /* The run of cluster tokens j.. (tokens t0 + j..) that read the same cache block at index ib
@@ -333,6 +338,15 @@ static const float *widen(const uint8_t *rows, size_t stride, int n, int hd, flo
     return out;
 }
 
+/* The same for Q8_0 rows: each head slice is hd / 32 blocks, dequantized to floats [n][hd]. */
+static const float *widen_q8_0(const uint8_t *rows, size_t stride, int n, int hd, float *out) {
+    for (int p = 0; p < n; p++) {
+        if (p + 8 < n) eng_prefetch_l2(rows + (size_t)(p + 8) * stride, eng_row_size(ENG_TYPE_Q8_0, hd));
+        eng_dequantize_row(ENG_TYPE_Q8_0, rows + (size_t)p * stride, out + (size_t)p * hd, hd);
+    }
+    return out;
+}
+
 /* One work item is a cluster of consecutive tokens and a KV head with its group of query heads.
  * Within the cluster, tokens whose block tables hold the same cache block at the same index, with
  * the same number of rows in range, are scored and mixed together: the block's K and V rows are
@@ -352,15 +366,19 @@ static void attn_heads(void *arg, int ith, int nth) {
     float *sc = thread_scratch(at->c, ith, (size_t)CL * G * ((size_t)max_pos + 2 * (size_t)hd) + (size_t)B * hd);
     if (!sc) return;
     float *qc = sc + (size_t)CL * G * max_pos, *acc = qc + (size_t)CL * G * hd, *wide = acc + (size_t)CL * G * hd;
-    const eng_kv_dots_fn kdots = eng_kv_dots_best(a->kv_type, at->c->exact);
-    const eng_kv_mix_fn vmix = eng_kv_mix_best(a->kv_type, at->c->exact);
+    /* a Q8_0 block is always dequantized first and scored and mixed by the F32 kernels; in its
+     * place the kernels read the rows as stored */
+    const bool q8 = a->kv_type == ENG_TYPE_Q8_0;
+    const eng_kv_dots_fn kdots = eng_kv_dots_best(q8 ? ENG_TYPE_F32 : a->kv_type, at->c->exact);
+    const eng_kv_mix_fn vmix = eng_kv_mix_best(q8 ? ENG_TYPE_F32 : a->kv_type, at->c->exact);
     /* a block that several tokens read is widened once, so the kernels' inner loops skip the
      * conversion (the same values: the same bits) */
     const bool f16 = a->kv_type == ENG_TYPE_F16;
-    const eng_kv_dots_fn kdots_w = f16 ? eng_kv_dots_widened(at->c->exact) : NULL;
-    const eng_kv_mix_fn vmix_w = f16 ? eng_kv_mix_widened(at->c->exact) : NULL;
+    const eng_kv_dots_fn kdots_w = f16 ? eng_kv_dots_widened(at->c->exact) : q8 ? kdots : NULL;
+    const eng_kv_mix_fn vmix_w = f16 ? eng_kv_mix_widened(at->c->exact) : q8 ? vmix : NULL;
+    const int min_run = q8 ? 1 : 2; /* tokens that share a block before it is widened */
     const eng_softmax_fn softmax = eng_softmax_best(at->c->exact);
-    const size_t row = (size_t)kv_dim * (a->kv_type == ENG_TYPE_F32 ? 4 : 2), ls = (size_t)max_pos;
+    const size_t row = eng_row_size(a->kv_type, kv_dim), ls = (size_t)max_pos;
     eng_claim it = ENG_CLAIM(&at->next, total, nth, 1);
     for (int64_t i; eng_claim_item(&it, &i);) {
         const int cl = (int)(i / a->n_head_kv), kvh = (int)(i % a->n_head_kv);
@@ -378,9 +396,10 @@ static void attn_heads(void *arg, int ith, int nth) {
                 if (n <= 0) continue;
                 const uint8_t *kb = kv_block(a, a->k, t0 + j, ib, kvh);
                 float *s = sc + (size_t)j * G * ls + (size_t)ib * B;
-                if (kdots_w && j1 - j > 1)
-                    kdots_w(qc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, widen(kb, row, n, hd, wide), (size_t)hd * 4,
-                            n, hd, s, ls);
+                if (kdots_w && j1 - j >= min_run)
+                    kdots_w(qc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G,
+                            q8 ? widen_q8_0(kb, row, n, hd, wide) : widen(kb, row, n, hd, wide), (size_t)hd * 4, n, hd,
+                            s, ls);
                 else kdots(qc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, kb, row, n, hd, s, ls);
             }
         for (int j = 0; j < m; j++)
@@ -392,9 +411,9 @@ static void attn_heads(void *arg, int ith, int nth) {
                 if (n <= 0) continue;
                 const uint8_t *vb = kv_block(a, a->v, t0 + j, ib, kvh);
                 const float *s = sc + (size_t)j * G * ls + (size_t)ib * B;
-                if (vmix_w && j1 - j > 1)
-                    vmix_w(acc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, s, ls, widen(vb, row, n, hd, wide),
-                           (size_t)hd * 4, n, hd);
+                if (vmix_w && j1 - j >= min_run)
+                    vmix_w(acc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, s, ls,
+                           q8 ? widen_q8_0(vb, row, n, hd, wide) : widen(vb, row, n, hd, wide), (size_t)hd * 4, n, hd);
                 else vmix(acc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, s, ls, vb, row, n, hd);
             }
         for (int j = 0; j < m; j++)

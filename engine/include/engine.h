@@ -203,7 +203,7 @@ typedef struct eng_model_info {
 
 typedef struct eng_mem_estimate {
     uint64_t weights;       /* tensor data used by the forward pass (mapped) */
-    uint64_t kv_cache;      /* F16 K and V for n_ctx tokens of each sequence */
+    uint64_t kv_cache;      /* K and V for n_ctx tokens of each sequence (F16 unless asked) */
     uint64_t recurrent;     /* conv + delta state of each sequence (qwen35) */
     uint64_t compute;       /* activations, logits and scratch */
     uint64_t total;
@@ -216,6 +216,9 @@ dp_status eng_model_info_load(const eng_gguf *g, eng_model_info *info, dp_err *e
 /* Memory at n_ctx tokens per sequence and n_seqs sequences (prefill batch of n_ubatch). */
 void eng_model_mem_estimate(const eng_model_info *info, uint32_t n_ctx, uint32_t n_seqs, uint32_t n_ubatch,
                             eng_mem_estimate *out);
+/* The same with the KV cache in kv_type (ENG_TYPE_F16, ENG_TYPE_Q8_0 or ENG_TYPE_F32). */
+void eng_model_mem_estimate_kv(const eng_model_info *info, uint32_t n_ctx, uint32_t n_seqs, uint32_t n_ubatch,
+                               int kv_type, eng_mem_estimate *out);
 const char *eng_arch_name(eng_arch a);
 /* Name of a general.file_type value ("Q4_K_M"), or NULL if unknown. */
 const char *eng_file_type_name(uint32_t ft);
@@ -487,7 +490,8 @@ typedef struct eng_context_params {
     int n_threads;       /* CPU threads (0 = all) */
     dp_device device;
     bool exact;          /* scalar reference path: weights dequantized, all math in f32 */
-    int kv_type;         /* ENG_TYPE_F16 (default) or ENG_TYPE_F32 */
+    int kv_type;         /* ENG_TYPE_F16 (default), ENG_TYPE_Q8_0 (half the memory; CPU backend, head
+                          * sizes a multiple of 32) or ENG_TYPE_F32 */
     bool check_layers;   /* after every layer, check that the activations are finite (a debug
                           * switch: a copy of the residual per layer; DOCPIPE_CHECK_LAYERS=1 sets it) */
     eng_pooling pooling; /* NONE (default): logits for sampling; else an embedding context: no output

@@ -59,3 +59,28 @@ bool pl_parse_device(const char *v, int *out) {
     *out = (int)d;
     return true;
 }
+
+bool pl_kv_option(pl_kv_opts *kv, const char *opt, const char *val, bool *bad) {
+    const bool k = !strcmp(opt, "-ctk") || !strcmp(opt, "--cache-type-k"), v = !strcmp(opt, "-ctv") ||
+                   !strcmp(opt, "--cache-type-v"), both = !strcmp(opt, "--kv-type");
+    if (!k && !v && !both) return false;
+    const int t = val ? eng_type_from_name(val) : -1;
+    if (t != ENG_TYPE_F16 && t != ENG_TYPE_Q8_0 && t != ENG_TYPE_F32) {
+        fprintf(stderr, "docpipe: %s: '%s' is not a KV cache type: f16, q8_0 or f32\n", opt, val ? val : "");
+        *bad = true;
+        return true;
+    }
+    if (k || both) kv->k = t;
+    if (v || both) kv->v = t;
+    return true;
+}
+
+bool pl_kv_type(const pl_kv_opts *kv, int *kv_type) {
+    if (kv->k >= 0 && kv->v >= 0 && kv->k != kv->v) {
+        fprintf(stderr, "docpipe: -ctk %s and -ctv %s differ: docpipe keeps K and V in one type\n",
+                eng_type_name(kv->k), eng_type_name(kv->v));
+        return false;
+    }
+    *kv_type = kv->k >= 0 ? kv->k : kv->v >= 0 ? kv->v : ENG_TYPE_F16;
+    return true;
+}

@@ -31,4 +31,15 @@ bool pl_parse_size(const char *opt, const char *val, uint64_t *out);
 /* --device: "cpu", "cuda" or "auto" to an dp_device value; false (said on stderr) otherwise. */
 bool pl_parse_device(const char *v, int *out);
 
+/* The KV cache's type from -ctk/-ctv (--cache-type-k/-v, llama.cpp's spelling) or --kv-type:
+ * f16, q8_0 or f32. docpipe keeps K and V in one type, so -ctk and -ctv must agree. Call
+ * pl_kv_option for every option (true when it was one of these; *bad set when its value was
+ * not a type), then pl_kv_type for the result (false, said on stderr, when K and V differ). */
+typedef struct pl_kv_opts {
+    int k, v; /* ENG_TYPE_*; -1 = not given */
+} pl_kv_opts;
+#define PL_KV_OPTS_INIT {-1, -1}
+bool pl_kv_option(pl_kv_opts *kv, const char *opt, const char *val, bool *bad);
+bool pl_kv_type(const pl_kv_opts *kv, int *kv_type);
+
 #endif /* PL_CLI_H */

@@ -512,6 +512,9 @@ int pl_cmd_batch(int argc, char **argv) {
     uint32_t kv_blocks = 0; /* 0 = from the memory budget */
     int device = DP_DEVICE_AUTO;
     bool think = false, resume = false;
+    pl_kv_opts kv = PL_KV_OPTS_INIT;
+    bool kv_bad = false;
+    int kv_type = ENG_TYPE_F16;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true, takes = true;
@@ -523,6 +526,7 @@ int pl_cmd_batch(int argc, char **argv) {
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) ok = pl_parse_u32(o, v, 64, 1u << 24, &n_ctx);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = pl_parse_u32(o, v, 1, 1024, &threads);
         else if (!strcmp(o, "--device")) ok = pl_parse_device(v, &device);
+        else if (pl_kv_option(&kv, o, v, &kv_bad)) ok = !kv_bad;
         else if (!strcmp(o, "--mem")) ok = pl_parse_size(o, v, &mem);
         else if (!strcmp(o, "--kv-blocks")) ok = pl_parse_u32(o, v, 1, 1u << 24, &kv_blocks);
         else if (!strcmp(o, "--think")) think = true, takes = false;
@@ -535,6 +539,7 @@ int pl_cmd_batch(int argc, char **argv) {
         if (takes) i++;
     }
     if (!model || !in || !outp) goto usage;
+    if (!pl_kv_type(&kv, &kv_type)) return PL_EXIT_USAGE;
     dp_err err = {0};
     char *data = NULL;
     size_t len = 0;
@@ -590,6 +595,7 @@ int pl_cmd_batch(int argc, char **argv) {
     if (embed) cp.pooling = eng_model_pooling(m, ENG_POOLING_LAST);
     cp.n_threads = (int)threads;
     cp.device = (dp_device)device;
+    cp.kv_type = kv_type;
     cp.n_ubatch = seqs * PIECE < 4096 ? seqs * PIECE : 4096;
     if (cp.n_ubatch < PIECE) cp.n_ubatch = PIECE;
     cp.n_kv_blocks = kv_blocks; /* 0: sized from the budget */

@@ -42,6 +42,9 @@ int pl_cmd_bench(int argc, char **argv) {
     uint32_t threads = 0, n_p = 512, n_g = 64, reps = 2, depth = 0;
     int device = DP_DEVICE_AUTO;
     bool json = false, exact = false, pps = false;
+    pl_kv_opts kv = PL_KV_OPTS_INIT;
+    bool kv_bad = false;
+    int kv_type = ENG_TYPE_F16;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true, takes = true;
@@ -55,6 +58,7 @@ int pl_cmd_bench(int argc, char **argv) {
         else if (!strcmp(o, "--json-schema")) ok = (schema = v) != NULL;
         else if (!strcmp(o, "--grammar-file")) ok = (gfile = v) != NULL;
         else if (!strcmp(o, "--device")) ok = pl_parse_device(v, &device);
+        else if (pl_kv_option(&kv, o, v, &kv_bad)) ok = !kv_bad;
         else {
             takes = false;
             if (!strcmp(o, "--json")) json = true;
@@ -69,6 +73,7 @@ int pl_cmd_bench(int argc, char **argv) {
         if (takes) i++;
     }
     if (!model) goto usage;
+    if (!pl_kv_type(&kv, &kv_type)) return PL_EXIT_USAGE;
     uint32_t seqs[16];
     int n_seqs = 0;
     for (const char *s = seqs_arg; *s && n_seqs < 16;) {
@@ -97,6 +102,7 @@ int pl_cmd_bench(int argc, char **argv) {
     cp.n_ubatch = 512;
     cp.device = (dp_device)device;
     cp.exact = exact;
+    cp.kv_type = kv_type;
     if (pl_context_open(m, &cp, 0, &c, &err)) {
         fprintf(stderr, "docpipe bench: %s\n", dp_err_msg(&err));
         eng_model_free(m);

@@ -63,6 +63,9 @@ int pl_cmd_generate(int argc, char **argv) {
     int device = DP_DEVICE_AUTO;
     bool chat = false, think = false, exact = false;
     eng_sampler_params sp = eng_sampler_default_params();
+    pl_kv_opts kv = PL_KV_OPTS_INIT;
+    bool kv_bad = false;
+    int kv_type = ENG_TYPE_F16;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true, takes = true;
@@ -87,6 +90,7 @@ int pl_cmd_generate(int argc, char **argv) {
         else if (!strcmp(o, "--presence-penalty")) ok = parse_f(o, v, &sp.presence_penalty);
         else if (!strcmp(o, "--frequency-penalty")) ok = parse_f(o, v, &sp.frequency_penalty);
         else if (!strcmp(o, "--device")) ok = pl_parse_device(v, &device);
+        else if (pl_kv_option(&kv, o, v, &kv_bad)) ok = !kv_bad;
         else if (!strcmp(o, "--stop")) {
             if ((ok = v && *v && n_stop < MAX_STOP)) {
                 stop[n_stop++] = v;
@@ -108,6 +112,7 @@ int pl_cmd_generate(int argc, char **argv) {
         if (takes) i++;
     }
     if (!model || (!prompt && !file) || (prompt && file)) goto usage;
+    if (!pl_kv_type(&kv, &kv_type)) return PL_EXIT_USAGE;
     if (schema && gfile) {
         fprintf(stderr, "docpipe generate: --json-schema and --grammar-file exclude each other\n");
         return PL_EXIT_USAGE;
@@ -158,6 +163,7 @@ int pl_cmd_generate(int argc, char **argv) {
     cp.n_threads = (int)threads;
     cp.device = (dp_device)device;
     cp.exact = exact;
+    cp.kv_type = kv_type;
     if (seed == 0xFFFFFFFFu) seed = (uint32_t)dp_time_ns();
     sp.seed = seed;
     if (pl_context_open(m, &cp, 0, &c, &err) ||

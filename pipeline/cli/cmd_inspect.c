@@ -121,9 +121,14 @@ static int why_not_runnable(const eng_gguf *g, const eng_model_info *info, const
 int pl_cmd_inspect(int argc, char **argv) {
     const char *path = NULL;
     uint32_t n_ctx = 0, n_seqs = 1;
-    bool as_json = false, show_all_kv = false;
+    bool as_json = false, show_all_kv = false, kv_bad = false;
+    pl_kv_opts kvo = PL_KV_OPTS_INIT;
+    int kv_type = ENG_TYPE_F16;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--ctx-size")) {
+        if (pl_kv_option(&kvo, argv[i], i + 1 < argc ? argv[i + 1] : NULL, &kv_bad)) {
+            if (kv_bad) return PL_EXIT_USAGE;
+            i++;
+        } else if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--ctx-size")) {
             if (!pl_parse_u32(argv[i], i + 1 < argc ? argv[i + 1] : NULL, 1, 1u << 26, &n_ctx)) return PL_EXIT_USAGE;
             i++;
         } else if (!strcmp(argv[i], "--seqs")) {
@@ -144,9 +149,10 @@ int pl_cmd_inspect(int argc, char **argv) {
         }
     }
     if (!path) {
-        fprintf(stderr, "usage: docpipe inspect MODEL.gguf [-c N] [--seqs N] [--json] [--all]\n");
+        fprintf(stderr, "usage: docpipe inspect MODEL.gguf [-c N] [--seqs N] [-ctk f16|q8_0] [--json] [--all]\n");
         return PL_EXIT_USAGE;
     }
+    if (!pl_kv_type(&kvo, &kv_type)) return PL_EXIT_USAGE;
     dp_err err = {0};
     eng_gguf *g = NULL;
     eng_model_info info;
@@ -169,11 +175,16 @@ int pl_cmd_inspect(int argc, char **argv) {
     const bool figures = have_info && info.arch != ENG_ARCH_UNKNOWN && eng_gguf_n_tensors(g) > 0;
     if (!n_ctx) n_ctx = info.n_ctx_train && info.n_ctx_train < 8192 ? info.n_ctx_train : 8192;
     eng_mem_estimate mem;
-    eng_model_mem_estimate(&info, n_ctx, n_seqs, 512, &mem);
+    if (kv_type == ENG_TYPE_Q8_0 && figures && (info.head_dim_k % 32 || info.head_dim_v % 32)) {
+        fprintf(stderr, "docpipe inspect: a Q8_0 KV cache needs head sizes that are multiples of 32 (this model's: %u); "
+                        "the estimate is for F16\n", info.head_dim_k);
+        kv_type = ENG_TYPE_F16;
+    }
+    eng_model_mem_estimate_kv(&info, n_ctx, n_seqs, 512, kv_type, &mem);
     /* what run and batch will do with it: the KV pool shrinks to the memory available */
     const uint64_t avail = dp_mem_available(), bps = (n_ctx + ENG_KV_BLOCK - 1) / ENG_KV_BLOCK;
-    const uint64_t fit_blocks = eng_kv_blocks_fitting(&info, n_ctx, n_seqs, 512, ENG_TYPE_F16, avail, NULL);
-    const bool fits = !avail || !eng_kv_block_bytes(&info, ENG_TYPE_F16) || fit_blocks >= bps * n_seqs;
+    const uint64_t fit_blocks = eng_kv_blocks_fitting(&info, n_ctx, n_seqs, 512, kv_type, avail, NULL);
+    const bool fits = !avail || !eng_kv_block_bytes(&info, kv_type) || fit_blocks >= bps * n_seqs;
 
     /* type histogram */
     uint64_t hist_n[ENG_TYPE_COUNT] = {0}, hist_b[ENG_TYPE_COUNT] = {0};
@@ -231,6 +242,7 @@ int pl_cmd_inspect(int argc, char **argv) {
         json_object_set_new(m, "n_seqs", json_integer(n_seqs));
         json_object_set_new(m, "weights", json_integer((json_int_t)mem.weights));
         json_object_set_new(m, "kv_cache", json_integer((json_int_t)mem.kv_cache));
+        json_object_set_new(m, "kv_type", json_string(eng_type_name(kv_type)));
         json_object_set_new(m, "recurrent_state", json_integer((json_int_t)mem.recurrent));
         json_object_set_new(m, "compute", json_integer((json_int_t)mem.compute));
         json_object_set_new(m, "total", json_integer((json_int_t)mem.total));
@@ -361,7 +373,9 @@ int pl_cmd_inspect(int argc, char **argv) {
     fmt_bytes(mem.compute, b4, sizeof(b4));
     fmt_bytes(mem.total, b5, sizeof(b5));
     printf("\nmemory at context %u x %u sequence%s\n", n_ctx, n_seqs, n_seqs == 1 ? "" : "s");
-    printf("  weights (mapped)    %s\n  KV cache (F16)      %s (%llu bytes per token per sequence)\n", b1, b2,
+    char kvl[32];
+    snprintf(kvl, sizeof(kvl), "KV cache (%s)", eng_type_name(kv_type));
+    printf("  weights (mapped)    %s\n  %-19s %s (%llu bytes per token per sequence)\n", b1, kvl, b2,
            (unsigned long long)mem.kv_per_token);
     if (info.n_rec_layers)
         printf("  recurrent state     %s (%llu bytes per sequence)\n", b3, (unsigned long long)mem.rec_per_seq);

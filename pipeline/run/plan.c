@@ -384,6 +384,7 @@ int pl_plan_job(const char *job_path, bool bench, uint32_t shards) {
         cp.n_seq_max = (uint32_t)r.job.model.max_sequences;
         cp.n_threads = (int)r.job.model.threads;
         cp.device = r.job.model.device;
+        cp.kv_type = r.job.model.kv_type ? ENG_TYPE_Q8_0 : ENG_TYPE_F16;
         if (pl_context_open(r.model, &cp, 0, &r.ctx, &err)) {
             fprintf(stderr, "docpipe: %s\n", dp_err_msg(&err));
             pl_run_free(&r);

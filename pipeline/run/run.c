@@ -137,6 +137,9 @@ static void settings_fingerprint(const job_spec *j, const char *gbnf, char out[6
     dp_sha256 h;
     dp_sha256_init(&h);
     add_field(&h, buf);
+    /* a Q8_0 KV cache changes the numbers (f16, the default, adds nothing: older checkpoints
+     * still match) */
+    if (j->model.kv_type) add_field(&h, "kv_type=q8_0");
     /* stop strings end answers early (none: nothing added, so older checkpoints still match) */
     for (size_t i = 0; i < j->generation.n_stop; i++) {
         add_field(&h, "stop");
@@ -383,7 +386,7 @@ static int restart(pl_run *r) {
 static const char *changed(const pl_fingerprint *a, const pl_fingerprint *b) {
     if (strcmp(a->model, b->model)) return "the model file";
     if (strcmp(a->templates, b->templates)) return "the prompts (system, template or reduce_template)";
-    if (strcmp(a->settings, b->settings)) return "the generation, chunking or model.context settings";
+    if (strcmp(a->settings, b->settings)) return "the generation, chunking, model.context or model.kv_type settings";
     return NULL;
 }
 
@@ -590,6 +593,7 @@ static int open_model(pl_run *r, const pl_run_opts *o) {
     }
     cp.n_threads = (int)j->model.threads;
     cp.device = o->device >= 0 ? (dp_device)o->device : j->model.device;
+    cp.kv_type = j->model.kv_type ? ENG_TYPE_Q8_0 : ENG_TYPE_F16;
     uint32_t ub = (uint32_t)j->model.max_sequences * 256u;
     cp.n_ubatch = ub > 2048 ? 2048 : ub < 256 ? 256 : ub;
     r->n_ubatch = (int32_t)cp.n_ubatch;

@@ -72,7 +72,7 @@ static void compare(const float *l, int32_t V, json_t *ref, bool loose, stats *s
     }
 }
 
-static void run_model(const char *name, bool exact, bool loose, double tol) {
+static void run_model(const char *name, bool exact, bool loose, double tol, int kv_type) {
     char path[256], refp[256];
     snprintf(path, sizeof(path), "models/%s.gguf", name);
     snprintf(refp, sizeof(refp), "models/%s.%s", name, exact ? "refs-f32math.json" : "refs.json");
@@ -84,7 +84,7 @@ static void run_model(const char *name, bool exact, bool loose, double tol) {
     cp.n_ctx = 2048;
     cp.n_threads = 2;
     cp.exact = exact;
-    cp.kv_type = ENG_TYPE_F32;
+    cp.kv_type = kv_type;
     cp.device = DP_DEVICE_CPU;
     if (eng_context_new(m, &cp, &c, &err)) fail_msg("%s", err.msg);
     const int32_t V = (int32_t)eng_model_get_info(m)->n_vocab;
@@ -114,8 +114,8 @@ static void run_model(const char *name, bool exact, bool loose, double tol) {
         }
         free(ids);
     }
-    print_message("  %-20s %-5s max |delta logit| %.2e, argmax checked %d, wrong %d\n", name,
-                  exact ? "exact" : "fast", s.max_delta, s.argmax_checked, s.argmax_wrong);
+    print_message("  %-20s %-5s kv %-4s max |delta logit| %.2e, argmax checked %d, wrong %d\n", name,
+                  exact ? "exact" : "fast", eng_type_name(kv_type), s.max_delta, s.argmax_checked, s.argmax_wrong);
     if (loose) assert_int_equal(s.loose_fail, 0);
     else {
         if (s.max_delta > tol) fail_msg("%s: max |delta| %.3g > %.3g", name, s.max_delta, tol);
@@ -129,19 +129,40 @@ static void run_model(const char *name, bool exact, bool loose, double tol) {
 static void test_exact_path_matches_f32math_references(void **state) {
     (void)state;
     TU_NEED_FIXTURES();
-    for (size_t i = 0; i < 6; i++) run_model(k_models[i], true, false, 1e-2);
+    for (size_t i = 0; i < 6; i++) run_model(k_models[i], true, false, 1e-2, ENG_TYPE_F32);
 }
 
 static void test_fast_path_matches_native_references_on_f16_files(void **state) {
     (void)state;
     TU_NEED_FIXTURES();
-    for (size_t i = 0; i < 3; i++) run_model(k_models[i], false, false, 1.5e-2);
+    for (size_t i = 0; i < 3; i++) run_model(k_models[i], false, false, 1.5e-2, ENG_TYPE_F32);
 }
 
 static void test_fast_path_within_loose_bound_on_quantized_files(void **state) {
     (void)state;
     TU_NEED_FIXTURES();
-    for (size_t i = 3; i < 6; i++) run_model(k_models[i], false, true, 3.0);
+    for (size_t i = 3; i < 6; i++) run_model(k_models[i], false, true, 3.0, ENG_TYPE_F32);
+}
+
+/* A Q8_0 KV cache (half of F16's memory) keeps every model within the loose bound of the
+ * quantized files: same top-1 where llama.cpp's margin is clear, logits within 3. */
+static void test_q8_0_kv_cache_within_loose_bound(void **state) {
+    (void)state;
+    TU_NEED_FIXTURES();
+    for (size_t i = 1; i < 6; i++) run_model(k_models[i], false, true, 3.0, ENG_TYPE_Q8_0);
+    for (size_t i = 1; i < 3; i++) run_model(k_models[i], true, true, 3.0, ENG_TYPE_Q8_0);
+    /* qwen2-tiny's heads are 16 wide: refused, naming the reason */
+    eng_model *m;
+    eng_context *c = NULL;
+    dp_err err = {0};
+    if (eng_model_load(tu_fixture("models/qwen2-tiny-f16.gguf"), &m, &err)) fail_msg("%s", err.msg);
+    eng_context_params cp = eng_context_default_params();
+    cp.n_ctx = 256;
+    cp.kv_type = ENG_TYPE_Q8_0;
+    cp.device = DP_DEVICE_CPU;
+    assert_int_equal(eng_context_new(m, &cp, &c, &err), DP_EINVAL);
+    assert_non_null(strstr(err.msg, "multiple of 32"));
+    eng_model_free(m);
 }
 
 static void test_model_load_refuses_missing_tensor_and_unknown_arch(void **state) {
@@ -325,6 +346,7 @@ int main(void) {
         cmocka_unit_test(test_exact_path_matches_f32math_references),
         cmocka_unit_test(test_fast_path_matches_native_references_on_f16_files),
         cmocka_unit_test(test_fast_path_within_loose_bound_on_quantized_files),
+        cmocka_unit_test(test_q8_0_kv_cache_within_loose_bound),
         cmocka_unit_test(test_model_load_refuses_missing_tensor_and_unknown_arch),
         cmocka_unit_test(test_prefill_equals_token_by_token_and_batches_are_independent),
         cmocka_unit_test(test_deltanet_chunked_prefill_equals_recurrence),

@@ -47,6 +47,7 @@ static void test_reference_job_parses_with_defaults(void **state) {
     assert_int_equal(j.model.context, 512);
     assert_int_equal(j.model.threads, 2);
     assert_int_equal(j.model.max_sequences, 8);
+    assert_int_equal(j.model.kv_type, 0); /* f16 */
     assert_int_equal(j.n_inputs, 1);
     assert_string_equal(j.inputs[0].path, "/jobs/corpus");
     assert_int_equal(j.inputs[0].n_include, 1);
@@ -91,6 +92,7 @@ static void test_bad_jobs_report_file_line_col(void **state) {
         {"  context: 512\n", "  context: 12\n", "job.yaml:4:12: model.context is 12 but must be in [64, 1.04858e+06]"},
         {"  context: 512\n", "  context: 512.5\n", "job.yaml:4:12: model.context is 512.5 but must be a whole number"},
         {"  device: auto\n", "  device: tpu\n", "job.yaml:3:11: model.device is 'tpu' but must be one of cpu|cuda|auto"},
+        {"  device: auto\n", "  kv_type: q4_0\n", "job.yaml:3:12: model.kv_type is 'q4_0' but must be one of f16|q8_0"},
         {"  temperature: 0\n", "  temperature: 9\n", "generation.temperature is 9 but must be in [0, 5]"},
         {"  mode: map-reduce\n", "  mode: mapreduce\n", "must be one of map-reduce|per-chunk"},
         {"  path: model.gguf\n", "  sha256: abc\n", "job.yaml:1:1: model.path is required"},

@@ -6,7 +6,7 @@
  * block and all write into it in one step need one copy fewer than they are (the last writes in
  * place), so a pool with just that room runs the step; sequences stepping together over the same
  * full blocks (attention reads such a block once for all of them) each get the bits of a
- * sequence decoded alone, token by token, whatever the thread count.
+ * sequence decoded alone, token by token, whatever the thread count, with an F16 or a Q8_0 cache.
  */
 #include "testutil.h"
 
@@ -204,11 +204,12 @@ static void test_all_holders_of_a_shared_block_step_with_one_copy_fewer(void **s
 /* One step over 8 sequences: six hold a 512-token prefix by reference (two full blocks), one has
  * its own 300 tokens and sits between them, one runs a 20-token prompt piece past a full block of
  * its own. Each sequence's logits must equal a lone token-by-token decode of the same ids. */
-static void shared_blocks_step(fixture *f, int n_threads) {
+static void shared_blocks_step(fixture *f, int n_threads, int kv_type) {
     eng_context_params cp = eng_context_default_params();
     cp.n_ctx = 1024;
     cp.n_seq_max = 8;
     cp.n_threads = n_threads;
+    cp.kv_type = kv_type;
     cp.n_ubatch = 256;
     eng_context *c = NULL, *ref = NULL;
     dp_err err = {0};
@@ -249,16 +250,19 @@ static void shared_blocks_step(fixture *f, int n_threads) {
         for (int t = first; t <= last; t++)
             if (eng_decode_sequence(ref, 0, &tok[t], 1, pos[t], &err)) fail_msg("reference: %s", err.msg);
         if (memcmp(eng_get_logits(ref, 0), eng_get_logits(c, i), (size_t)f->V * sizeof(float)))
-            fail_msg("%d threads: sequence %d stepped over shared blocks differs from a lone decode", n_threads, s);
+            fail_msg("%d threads, %s cache: sequence %d stepped over shared blocks differs from a lone decode",
+                     n_threads, eng_type_name(kv_type), s);
     }
     eng_context_free(c);
     eng_context_free(ref);
 }
 
 static void test_sequences_over_shared_blocks_get_lone_results(void **state) {
-    shared_blocks_step(*state, 1);
-    shared_blocks_step(*state, 2);
-    shared_blocks_step(*state, 3);
+    for (int kv = 0; kv < 2; kv++) { /* F16, and Q8_0 (every block dequantized before it is read) */
+        shared_blocks_step(*state, 1, kv ? ENG_TYPE_Q8_0 : ENG_TYPE_F16);
+        shared_blocks_step(*state, 2, kv ? ENG_TYPE_Q8_0 : ENG_TYPE_F16);
+        shared_blocks_step(*state, 3, kv ? ENG_TYPE_Q8_0 : ENG_TYPE_F16);
+    }
 }
 
 int main(void) {
