@@ -130,6 +130,25 @@ static void test_lock_is_exclusive_and_released(void **state) {
     dp_lock_release(&b);
 }
 
+/* UTC dates for record metadata: the same text from every platform's implementation */
+static void test_time_format_is_utc(void **state) {
+    (void)state;
+    static const struct {
+        int64_t t;
+        const char *want;
+    } cases[] = {{0, "1970-01-01T00:00:00Z"}, {86399, "1970-01-01T23:59:59Z"}, {951782400, "2000-02-29T00:00:00Z"},
+                 {1796430143, "2026-12-05T00:22:23Z"}, {4102444799, "2099-12-31T23:59:59Z"}};
+    char out[32];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        dp_time_format(cases[i].t, false, out);
+        assert_string_equal(out, cases[i].want);
+        dp_time_format(cases[i].t, true, out);
+        assert_memory_equal(out, cases[i].want, 10);
+        assert_int_equal(strlen(out), 10);
+    }
+    assert_true(dp_time_wall() > 1700000000); /* a clock in this century */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_file_write_read_truncate_sync),
@@ -138,6 +157,7 @@ int main(void) {
         cmocka_unit_test(test_mkdir_p_creates_parents),
         cmocka_unit_test(test_threads_mutex_and_cond),
         cmocka_unit_test(test_lock_is_exclusive_and_released),
+        cmocka_unit_test(test_time_format_is_utc),
     };
     return cmocka_run_group_tests_name("platform", tests, NULL, NULL);
 }
