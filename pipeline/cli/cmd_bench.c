@@ -240,7 +240,7 @@ int pl_cmd_bench(int argc, char **argv) {
     if (k1 >= 0 && n_g && !strncmp(eng_context_backend_name(c), "cpu", 3)) {
         read_bw = eng_read_bandwidth(cp.n_threads ? cp.n_threads : dp_cpu_count(), (size_t)512 << 20);
         eng_mem_estimate e;
-        eng_model_mem_estimate(in, 1, 1, 1, &e);
+        eng_model_mem_estimate_kv(in, 1, 1, 1, kv_type, &e);
         const double attended = (double)depth + (pps ? n_p : 0) + n_g / 2.0;
         step_bytes = (double)in->decode_bytes + (double)e.kv_per_token * attended + 2.0 * (double)e.rec_per_seq;
         if (read_bw > 0) roof = read_bw / step_bytes;
