@@ -194,13 +194,17 @@ static inline float k4_fold(float acc, int32_t S, int32_t M, eng_f16 d, eng_f16 
     return fmaf(-(float)M, xd * f16(dmin), acc);
 }
 
-static inline void q4k_scales(const uint8_t *packed, int16_t sc[8], __m128i *mins16) {
+/* The 8 scales as int16 in both 128-bit lanes (a sub-block's scale is then one in-lane shuffle
+ * away, with no trip through a general register), and the 8 mins as int16. */
+static inline __m256i q4k_scales(const uint8_t *packed, __m128i *mins16) {
     uint32_t u[4];
     eng_k4_unpack_scales(packed, u);
-    const __m128i v = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[1], (int)u[0]));
-    _mm_storeu_si128((__m128i *)sc, v);
     *mins16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[1], (int)u[0])));
 }
+
+/* scale j of q4k_scales' vector in every int16 lane */
+static inline __m256i k4_scale(__m256i sc, int j) { return _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j))); }
 
 /* M as 4 lanes: the mins against the 32-value sums (pairs of 16-value bsums) */
 static inline __m256i k4_min_lanes(__m128i mins16, const eng_block_q8_k *y) {
@@ -211,9 +215,8 @@ static inline __m256i k4_min_lanes(__m128i mins16, const eng_block_q8_k *y) {
 /* S of a Q4_K (qh NULL) or Q5_K block as 8 lanes, and its M */
 static inline __attribute__((always_inline)) __m256i k4_block(const uint8_t *blk, const uint8_t *qs, const uint8_t *qh, const eng_block_q8_k *y, __m256i *M) {
     const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
-    int16_t sc[8];
     __m128i mins16;
-    q4k_scales(blk + 4, sc, &mins16); /* scales follow d and dmin in both block types */
+    const __m256i sc = q4k_scales(blk + 4, &mins16); /* scales follow d and dmin in both block types */
     const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
     __m256i sumi = _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
@@ -225,8 +228,8 @@ static inline __attribute__((always_inline)) __m256i k4_block(const uint8_t *blk
         }
         const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
         const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
-        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])),
-                                                       _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1]))));
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p0, k4_scale(sc, 2 * c)),
+                                                       _mm256_madd_epi16(p1, k4_scale(sc, 2 * c + 1))));
     }
     *M = k4_min_lanes(mins16, y);
     return sumi;
@@ -258,16 +261,23 @@ static float dot_q5_k(int64_t k, const void *w, const void *x) {
     return k4_dot(k, w, sizeof(eng_block_q5_k), offsetof(eng_block_q5_k, qs), offsetof(eng_block_q5_k, qh), x);
 }
 
+/* From a half's 8 scales (int16) in both lanes: scale 2p in the low lane's words, 2p + 1 in the high
+ * lane's */
+static inline __m256i q6k_scale_pair(__m256i swh, int p) {
+    const short lo = (short)(0x0100 + 0x0404 * p), hi = (short)(lo + 0x0202);
+    return _mm256_shuffle_epi8(swh, _mm256_setr_epi16(lo, lo, lo, lo, lo, lo, lo, lo, hi, hi, hi, hi, hi, hi, hi, hi));
+}
+
 /* Q6_K: S - M as 8 lanes, S = sum over sub-blocks of sc * sum q6 * q8 (q6 unsigned, 0..63),
  * M = 32 * sum sc * bsum. */
 static inline __attribute__((always_inline)) __m256i q6k_block(const eng_block_q6_k *a, const eng_block_q8_k *y) {
     const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
-    /* the 16 scales as int16; pair s of them to every dword, then scale s to the low lane's words
-     * and s + 1 to the high lane's */
+    /* the 16 scales as int16; a half's 8 of them in both lanes, from which one in-lane shuffle puts
+     * scale s in the low lane's words and s + 1 in the high lane's */
     const __m256i sw = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->scales));
-    const __m256i split = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
     __m256i sumi = _mm256_setzero_si256();
     for (int half = 0; half < 2; half++) {
+        const __m256i swh = half ? _mm256_permute2x128_si256(sw, sw, 0x11) : _mm256_permute2x128_si256(sw, sw, 0x00);
         const uint8_t *ql = a->ql + 64 * half, *qh = a->qh + 32 * half;
         const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
         const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
@@ -280,8 +290,8 @@ static inline __attribute__((always_inline)) __m256i q6k_block(const eng_block_q
         q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
         for (int p = 0; p < 4; p++) {
-            const int s = 8 * half + 2 * p; /* the 32 values of q[p] span sub-blocks s, s + 1 */
-            const __m256i sc16 = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(sw, _mm256_set1_epi32(s / 2)), split);
+            /* the 32 values of q[p] span sub-blocks 8 half + 2p (low lane) and the next (high) */
+            const __m256i sc16 = q6k_scale_pair(swh, p);
             const __m256i yv = _mm256_loadu_si256((const __m256i *)(y->qs + 128 * half + 32 * p));
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[p], yv), sc16));
         }
