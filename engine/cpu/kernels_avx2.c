@@ -189,11 +189,6 @@ static inline __m128i reduce4(__m256i a, __m256i b, __m256i c, __m256i d) {
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-static inline float k4_fold(float acc, int32_t S, int32_t M, eng_f16 d, eng_f16 dmin, float xd) {
-    acc = fmaf((float)S, xd * f16(d), acc);
-    return fmaf(-(float)M, xd * f16(dmin), acc);
-}
-
 /* The 8 scales as int16 in both 128-bit lanes (a sub-block's scale is then one in-lane shuffle
  * away, with no trip through a general register), and the 8 mins as int16. */
 static inline __m256i q4k_scales(const uint8_t *packed, __m128i *mins16) {
@@ -245,10 +240,21 @@ static inline __attribute__((always_inline)) float k4_dot(int64_t k, const uint8
         __m256i M0, M1 = _mm256_setzero_si256(), S1 = _mm256_setzero_si256();
         const __m256i S0 = k4_block(b0, b0 + qs_off, qh_off < 0 ? NULL : b0 + qh_off, &y[i], &M0);
         if (two) S1 = k4_block(b1, b1 + qs_off, qh_off < 0 ? NULL : b1 + qh_off, &y[i + 1], &M1);
-        const __m128i r = reduce4(S0, S1, M0, M1);
-        const eng_f16 *h0 = (const eng_f16 *)(const void *)b0, *h1 = (const eng_f16 *)(const void *)b1;
-        acc = k4_fold(acc, _mm_cvtsi128_si32(r), _mm_extract_epi32(r, 2), h0[0], h0[1], y[i].d);
-        if (two) acc = k4_fold(acc, _mm_extract_epi32(r, 1), _mm_extract_epi32(r, 3), h1[0], h1[1], y[i + 1].d);
+        /* the fold of the two blocks, acc = fma(S, xd * d, acc), acc = fma(-M, xd * dmin, acc), with
+         * the conversions done once for both: (S0, M0, S1, M1) and (xd0 d0, xd0 dmin0, xd1 d1,
+         * xd1 dmin1) as vectors, then the four fmas in order */
+        const __m128 sm = _mm_permute_ps(_mm_cvtepi32_ps(reduce4(S0, S1, M0, M1)), _MM_SHUFFLE(3, 1, 2, 0));
+        uint32_t dd0, dd1 = 0;
+        memcpy(&dd0, b0, 4);
+        if (two) memcpy(&dd1, b1, 4);
+        const __m128 f = _mm_mul_ps(_mm_setr_ps(y[i].d, y[i].d, two ? y[i + 1].d : 0, two ? y[i + 1].d : 0),
+                                    _mm_cvtph_ps(_mm_setr_epi32((int)dd0, (int)dd1, 0, 0)));
+        acc = fmaf(_mm_cvtss_f32(sm), _mm_cvtss_f32(f), acc);
+        acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(sm)), _mm_cvtss_f32(_mm_movehdup_ps(f)), acc);
+        if (two) {
+            acc = fmaf(_mm_cvtss_f32(_mm_movehl_ps(sm, sm)), _mm_cvtss_f32(_mm_movehl_ps(f, f)), acc);
+            acc = fmaf(-_mm_cvtss_f32(_mm_permute_ps(sm, 3)), _mm_cvtss_f32(_mm_permute_ps(f, 3)), acc);
+        }
     }
     return acc;
 }
