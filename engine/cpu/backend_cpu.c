@@ -342,7 +342,7 @@ static const float *widen(const uint8_t *rows, size_t stride, int n, int hd, flo
 static const float *widen_q8_0(const uint8_t *rows, size_t stride, int n, int hd, float *out) {
     for (int p = 0; p < n; p++) {
         if (p + 8 < n) eng_prefetch_l2(rows + (size_t)(p + 8) * stride, eng_row_size(ENG_TYPE_Q8_0, hd));
-        eng_dequantize_row(ENG_TYPE_Q8_0, rows + (size_t)p * stride, out + (size_t)p * hd, hd);
+        eng_q8_0_to_f32_row(rows + (size_t)p * stride, out + (size_t)p * hd, hd);
     }
     return out;
 }

@@ -155,6 +155,9 @@ eng_silu_fn eng_silu_best(bool exact);
 
 /* Converts n halves to floats. */
 void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n);
+/* Dequantizes n Q8_0 values (n a multiple of 32): eng_dequantize_row's bits, for the Q8_0 KV cache's
+ * rows on their way into the F32 attention kernels. */
+void eng_q8_0_to_f32_row(const void *x, float *y, int64_t n);
 /* Converts n floats to halves: eng_f32_to_f16's bits (round to nearest even, NaN -> 0x7E00). */
 void eng_f32_to_f16_row(const float *x, uint16_t *y, int64_t n);
 

@@ -589,6 +589,18 @@ void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] = f16(x[i]);
 }
 
+/* q * d, one rounding, as the scalar dequantization */
+void eng_q8_0_to_f32_row_avx2(const void *x, float *y, int64_t n) {
+    const eng_block_q8_0 *b = x;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        const __m256 d = _mm256_set1_ps(f16(b[i].d));
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].qs + 8 * j)));
+            _mm256_storeu_ps(y + 8 * j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+        }
+    }
+}
+
 /* Round to nearest even, as eng_f32_to_f16; a NaN becomes the sign and 0x7E00 as there (F16C keeps
  * payload bits), so the bits are the scalar ones for every input. */
 void eng_f32_to_f16_row_avx2(const float *x, uint16_t *y, int64_t n) {
@@ -688,7 +700,8 @@ void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n) {
     for (; i < n; i++) acc[i] += w * x[i];
 }
 
-/* ---- attention over an F16 cache, query heads grouped per KV head -------------------------- */
+/* ---- attention over an F16 cache (or F32 rows: a Q8_0 cache's, widened), query heads grouped
+ * per KV head ---------------------------------------------------------------------------------- */
 
 /* Each cached row is converted once for up to 4 query heads (the group of a KV head in Qwen3 and
  * Qwen3.5). Per (head, row) the arithmetic does not depend on how many heads or rows a call gets:
@@ -696,15 +709,20 @@ void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n) {
  * rows in order per element. */
 #define KV_CHUNK 32 /* rows per pass over the heads: 8 KB of F16 K or V, in L1 */
 
+/* 8 values of a cached row from element d on: halves converted, or floats as they are (w32) */
+static inline __m256 kv_load8(const uint8_t *row, int d, bool w32) {
+    return w32 ? _mm256_loadu_ps((const float *)(const void *)row + d)
+               : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * (size_t)d)));
+}
+
 /* up to 4 heads (gn) against 2 rows (np 1: the second row's lanes are dropped) */
 static inline __attribute__((always_inline)) void dots_4x2(const float *q, size_t lq, int gn, const uint8_t *k, size_t kst,
-                                                           int np, int hd, float *s, size_t ls) {
+                                                           int np, int hd, float *s, size_t ls, bool w32) {
     __m256 acc[4][2];
     for (int g = 0; g < 4; g++) acc[g][0] = acc[g][1] = _mm256_setzero_ps();
     const uint8_t *k1 = np > 1 ? k + kst : k;
     for (int d = 0; d < hd; d += 8) {
-        const __m256 kv0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(k + 2 * (size_t)d)));
-        const __m256 kv1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(k1 + 2 * (size_t)d)));
+        const __m256 kv0 = kv_load8(k, d, w32), kv1 = kv_load8(k1, d, w32);
         for (int g = 0; g < gn; g++) {
             const __m256 qv = _mm256_loadu_ps(q + (size_t)g * lq + d);
             acc[g][0] = _mm256_fmadd_ps(qv, kv0, acc[g][0]);
@@ -721,16 +739,18 @@ static inline __attribute__((always_inline)) void dots_4x2(const float *q, size_
         for (int j = 0; j < np; j++) s[(size_t)g * ls + j] = r[2 * g + j];
 }
 
-void eng_kv_dots_f16_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
+static inline __attribute__((always_inline)) void kv_dots(const float *q, size_t lq, int G, const void *k, size_t kst,
+                                                          int n, int hd, float *s, size_t ls, bool w32) {
     const uint8_t *kb = k;
     if (hd % 8) { /* not a model shape seen so far */
         for (int g = 0; g < G; g++)
-            for (int p = 0; p < n; p++) s[(size_t)g * ls + p] = eng_kv_dot_f16_avx2(q + (size_t)g * lq, kb + (size_t)p * kst, hd);
+            for (int p = 0; p < n; p++)
+                s[(size_t)g * ls + p] = (w32 ? eng_kv_dot_f32_avx2 : eng_kv_dot_f16_avx2)(q + (size_t)g * lq, kb + (size_t)p * kst, hd);
         return;
     }
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
         const int p1 = n - p0 < KV_CHUNK ? n : p0 + KV_CHUNK;
-        eng_prefetch_kv(kb, kst, p0, KV_CHUNK, n, (size_t)hd * 2);
+        eng_prefetch_kv(kb, kst, p0, KV_CHUNK, n, (size_t)hd * (w32 ? 4 : 2));
         for (int g0 = 0; g0 < G; g0 += 4) {
             const int gn = G - g0 < 4 ? G - g0 : 4;
             for (int p = p0; p < p1; p += 2) {
@@ -738,19 +758,27 @@ void eng_kv_dots_f16_avx2(const float *q, size_t lq, int G, const void *k, size_
                 const float *qg = q + (size_t)g0 * lq;
                 float *sg = s + (size_t)g0 * ls + p;
                 switch (gn) { /* specialized so the accumulators stay in registers */
-                case 1: dots_4x2(qg, lq, 1, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
-                case 2: dots_4x2(qg, lq, 2, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
-                case 3: dots_4x2(qg, lq, 3, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
-                default: dots_4x2(qg, lq, 4, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
+                case 1: dots_4x2(qg, lq, 1, kb + (size_t)p * kst, kst, np, hd, sg, ls, w32); break;
+                case 2: dots_4x2(qg, lq, 2, kb + (size_t)p * kst, kst, np, hd, sg, ls, w32); break;
+                case 3: dots_4x2(qg, lq, 3, kb + (size_t)p * kst, kst, np, hd, sg, ls, w32); break;
+                default: dots_4x2(qg, lq, 4, kb + (size_t)p * kst, kst, np, hd, sg, ls, w32); break;
                 }
             }
         }
     }
 }
 
+void eng_kv_dots_f16_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
+    kv_dots(q, lq, G, k, kst, n, hd, s, ls, false);
+}
+
+void eng_kv_dots_f32_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
+    kv_dots(q, lq, G, k, kst, n, hd, s, ls, true);
+}
+
 /* acc_g[0..16) += sum_p w_g[p] v_p[0..16) for up to 4 heads, rows in order */
 static inline __attribute__((always_inline)) void mix_4x16(float *acc, size_t la, int gn, const float *w, size_t lw,
-                                                           const uint8_t *v, size_t vst, int n) {
+                                                           const uint8_t *v, size_t vst, int n, bool w32) {
     __m256 a[4][2];
     for (int g = 0; g < gn; g++) {
         a[g][0] = _mm256_loadu_ps(acc + (size_t)g * la);
@@ -758,8 +786,7 @@ static inline __attribute__((always_inline)) void mix_4x16(float *acc, size_t la
     }
     for (int p = 0; p < n; p++) {
         const uint8_t *r = v + (size_t)p * vst;
-        const __m256 v0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)r));
-        const __m256 v1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(r + 16)));
+        const __m256 v0 = kv_load8(r, 0, w32), v1 = kv_load8(r, 8, w32);
         for (int g = 0; g < gn; g++) {
             const __m256 wv = _mm256_broadcast_ss(w + (size_t)g * lw + p);
             a[g][0] = _mm256_fmadd_ps(wv, v0, a[g][0]);
@@ -772,29 +799,39 @@ static inline __attribute__((always_inline)) void mix_4x16(float *acc, size_t la
     }
 }
 
-void eng_kv_mix_f16_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
+static inline __attribute__((always_inline)) void kv_mix(float *acc, size_t la, int G, const float *w, size_t lw,
+                                                         const void *v, size_t vst, int n, int hd, bool w32) {
     const uint8_t *vb = v;
     if (hd % 16) {
         for (int g = 0; g < G; g++)
-            for (int p = 0; p < n; p++) eng_kv_axpy_f16_avx2(acc + (size_t)g * la, w[(size_t)g * lw + p], vb + (size_t)p * vst, hd);
+            for (int p = 0; p < n; p++)
+                (w32 ? eng_kv_axpy_f32_avx2 : eng_kv_axpy_f16_avx2)(acc + (size_t)g * la, w[(size_t)g * lw + p], vb + (size_t)p * vst, hd);
         return;
     }
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
         const int np = n - p0 < KV_CHUNK ? n - p0 : KV_CHUNK;
-        eng_prefetch_kv(vb, vst, p0, KV_CHUNK, n, (size_t)hd * 2);
+        eng_prefetch_kv(vb, vst, p0, KV_CHUNK, n, (size_t)hd * (w32 ? 4 : 2));
         for (int g0 = 0; g0 < G; g0 += 4) {
             const int gn = G - g0 < 4 ? G - g0 : 4;
             for (int d0 = 0; d0 < hd; d0 += 16) {
                 float *ag = acc + (size_t)g0 * la + d0;
                 const float *wg = w + (size_t)g0 * lw + p0;
-                const uint8_t *vd = vb + 2 * (size_t)d0 + (size_t)p0 * vst;
+                const uint8_t *vd = vb + (w32 ? 4 : 2) * (size_t)d0 + (size_t)p0 * vst;
                 switch (gn) {
-                case 1: mix_4x16(ag, la, 1, wg, lw, vd, vst, np); break;
-                case 2: mix_4x16(ag, la, 2, wg, lw, vd, vst, np); break;
-                case 3: mix_4x16(ag, la, 3, wg, lw, vd, vst, np); break;
-                default: mix_4x16(ag, la, 4, wg, lw, vd, vst, np); break;
+                case 1: mix_4x16(ag, la, 1, wg, lw, vd, vst, np, w32); break;
+                case 2: mix_4x16(ag, la, 2, wg, lw, vd, vst, np, w32); break;
+                case 3: mix_4x16(ag, la, 3, wg, lw, vd, vst, np, w32); break;
+                default: mix_4x16(ag, la, 4, wg, lw, vd, vst, np, w32); break;
                 }
             }
         }
     }
+}
+
+void eng_kv_mix_f16_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
+    kv_mix(acc, la, G, w, lw, v, vst, n, hd, false);
+}
+
+void eng_kv_mix_f32_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
+    kv_mix(acc, la, G, w, lw, v, vst, n, hd, true);
 }

@@ -25,6 +25,10 @@ void eng_kv_dots_f16_avx2(const float *q, size_t lq, int G, const void *k, size_
                           size_t ls);
 void eng_kv_mix_f16_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n,
                          int hd);
+void eng_kv_dots_f32_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
+                          size_t ls);
+void eng_kv_mix_f32_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n,
+                         int hd);
 void eng_softmax_avx2(float *s, int n, float scale);
 
 /* elementwise */
@@ -33,6 +37,7 @@ void eng_silu_avx2(const float *x, float *out, int64_t n);
 void eng_mul_sigmoid_avx2(float *x, const float *g, int64_t n);
 void eng_f16_to_f32_row_avx2(const uint16_t *x, float *y, int64_t n);
 void eng_f32_to_f16_row_avx2(const float *x, uint16_t *y, int64_t n);
+void eng_q8_0_to_f32_row_avx2(const void *x, float *y, int64_t n);
 
 /* Gated DeltaNet */
 void eng_delta_step_avx2(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,

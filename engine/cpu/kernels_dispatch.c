@@ -223,7 +223,7 @@ eng_kv_dots_fn eng_kv_dots_best(int kv_type, bool exact) {
     const int f = kv_type == ENG_TYPE_F16;
 #ifdef DP_HAVE_X86
     if (!exact && f && !g_force_scalar && have_avx512()) return eng_kv_dots_f16_avx512;
-    if (!exact && f && !g_force_scalar && have_avx2()) return eng_kv_dots_f16_avx2;
+    if (!exact && !g_force_scalar && have_avx2()) return f ? eng_kv_dots_f16_avx2 : eng_kv_dots_f32_avx2;
 #endif
     return exact ? (f ? kv_dots_f16_exact : kv_dots_f32_exact) : (f ? kv_dots_f16 : kv_dots_f32);
 }
@@ -232,7 +232,7 @@ eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact) {
     const int f = kv_type == ENG_TYPE_F16;
 #ifdef DP_HAVE_X86
     if (!exact && f && !g_force_scalar && have_avx512()) return eng_kv_mix_f16_avx512;
-    if (!exact && f && !g_force_scalar && have_avx2()) return eng_kv_mix_f16_avx2;
+    if (!exact && !g_force_scalar && have_avx2()) return f ? eng_kv_mix_f16_avx2 : eng_kv_mix_f32_avx2;
 #endif
     return exact ? (f ? kv_mix_f16_exact : kv_mix_f32_exact) : (f ? kv_mix_f16 : kv_mix_f32);
 }
@@ -312,6 +312,16 @@ void eng_f16_to_f32_row(const uint16_t *x, float *y, int64_t n) {
     }
 #endif
     for (int64_t i = 0; i < n; i++) y[i] = eng_f16_to_f32(x[i]);
+}
+
+void eng_q8_0_to_f32_row(const void *x, float *y, int64_t n) {
+#ifdef DP_HAVE_X86
+    if (have_avx2()) {
+        eng_q8_0_to_f32_row_avx2(x, y, n);
+        return;
+    }
+#endif
+    eng_dequantize_row(ENG_TYPE_Q8_0, x, y, n);
 }
 
 void eng_f32_to_f16_row(const float *x, uint16_t *y, int64_t n) {

@@ -517,6 +517,30 @@ static void delta_step_check(void) {
 /* The F16 cache's row conversion against the scalar one, over the bit patterns where they could
  * part: every sign, exponent and top mantissa bits with the low bits at and around the rounding
  * points of normal and subnormal halves, overflow to inf, and NaNs with payloads. */
+/* The Q8_0 KV cache's widening: every scale (all 65536 half bit patterns, infinities and NaNs
+ * among them) times every quant value, against the scalar dequantization bit for bit. */
+static void test_q8_0_to_f32_row_matches_dequantize_bits(void **state) {
+    (void)state;
+    enum { NB = 65536 * 8 }; /* 8 blocks per scale: each quant value -128..127 once */
+    eng_block_q8_0 *b = malloc(NB * sizeof *b);
+    float *fast = malloc((size_t)NB * 32 * sizeof *fast), *ref = malloc((size_t)NB * 32 * sizeof *ref);
+    assert_non_null(b);
+    assert_non_null(fast);
+    assert_non_null(ref);
+    for (int i = 0; i < NB; i++) {
+        b[i].d = (eng_f16)(i / 8);
+        for (int j = 0; j < 32; j++) b[i].qs[j] = (int8_t)(32 * (i % 8) + j - 128);
+    }
+    eng_q8_0_to_f32_row(b, fast, (int64_t)NB * 32);
+    assert_int_equal(eng_dequantize_row(ENG_TYPE_Q8_0, b, ref, (int64_t)NB * 32), DP_OK);
+    for (size_t i = 0; i < (size_t)NB * 32; i++)
+        if (memcmp(&fast[i], &ref[i], 4) != 0)
+            fail_msg("block %zu value %zu: %.9g, scalar %.9g", i / 32, i % 32, (double)fast[i], (double)ref[i]);
+    free(b);
+    free(fast);
+    free(ref);
+}
+
 static void test_f32_to_f16_row_matches_scalar_bits(void **state) {
     (void)state;
     static const uint16_t lows[] = {0x0000, 0x0001, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x3000,
@@ -563,6 +587,7 @@ int main(void) {
         cmocka_unit_test(test_grouped_attention_loops),
         cmocka_unit_test(test_exp_ops_match_reference),
         cmocka_unit_test(test_f32_to_f16_row_matches_scalar_bits),
+        cmocka_unit_test(test_q8_0_to_f32_row_matches_dequantize_bits),
         cmocka_unit_test(test_delta_step_matches_reference),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
