@@ -9,6 +9,8 @@
  */
 #include "quant.h"
 
+#include "compiler.h"
+
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -309,7 +311,7 @@ const eng_type_traits *eng_type_get(int id) {
 const char *eng_type_name(int id) {
     const eng_type_traits *t = eng_type_get(id);
     if (t) return t->name;
-    static _Thread_local char buf[32];
+    static DP_THREAD_LOCAL char buf[32];
     snprintf(buf, sizeof(buf), "type %d", id);
     return buf;
 }

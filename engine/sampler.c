@@ -16,6 +16,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "compiler.h"
 #include "rng.h"
 
 typedef struct cand {
@@ -212,15 +213,6 @@ static int32_t pick(eng_sampler *s, int32_t n) {
     return c[n - 1].id;
 }
 
-static inline int ctz64(uint64_t x) {
-#if defined(_MSC_VER)
-    unsigned long i;
-    _BitScanForward64(&i, x);
-    return (int)i;
-#else
-    return __builtin_ctzll(x);
-#endif
-}
 
 static inline float penalized(const eng_sampler *s, int32_t id, float l) {
     const int32_t cnt = s->counts[id];
@@ -258,7 +250,7 @@ int32_t eng_sampler_sample_masked(eng_sampler *s, const float *logits, eng_match
     const int32_t words = (nv + 63) / 64;
     for (int32_t w = 0; w < words; w++)
         for (uint64_t b = mask[w]; b; b &= b - 1) {
-            const int32_t i = w * 64 + ctz64(b);
+            const int32_t i = w * 64 + dp_ctz64(b);
             if (i < nv) s->c[n++] = (cand){i, penalize ? penalized(s, i, logits[i]) : logits[i]};
         }
     return n ? pick(s, n) : -1;

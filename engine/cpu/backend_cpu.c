@@ -369,8 +369,8 @@ static void attn_heads(void *arg, int ith, int nth) {
     /* a Q8_0 block is always dequantized first and scored and mixed by the F32 kernels; in its
      * place the kernels read the rows as stored */
     const bool q8 = a->kv_type == ENG_TYPE_Q8_0;
-    const eng_kv_dots_fn kdots = eng_kv_dots_best(q8 ? ENG_TYPE_F32 : a->kv_type, at->c->exact);
-    const eng_kv_mix_fn vmix = eng_kv_mix_best(q8 ? ENG_TYPE_F32 : a->kv_type, at->c->exact);
+    const eng_kv_dots_fn kdots = q8 ? eng_kv_dots_q8_0(at->c->exact) : eng_kv_dots_best(a->kv_type, at->c->exact);
+    const eng_kv_mix_fn vmix = q8 ? eng_kv_mix_q8_0(at->c->exact) : eng_kv_mix_best(a->kv_type, at->c->exact);
     /* a block that several tokens read is widened once, so the kernels' inner loops skip the
      * conversion (the same values: the same bits) */
     const bool f16 = a->kv_type == ENG_TYPE_F16;

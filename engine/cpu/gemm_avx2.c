@@ -37,6 +37,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "compiler.h"
 #include "kernels.h"
 #include "kernels_avx2.h"
 #include "quant.h"
@@ -118,7 +119,7 @@ static inline __m256i lane_bytes(int b0, int b1, int b2, int b3) {
 static inline void store_half(uint32_t *p, __m256i v) { _mm256_store_si256((__m256i *)(void *)p, v); }
 
 /* Block b of rows [0, nr) (missing rows read as zero blocks) into o. */
-static inline __attribute__((always_inline)) void unpack_block(int kind, const uint8_t *const rp[ROWS], uint8_t *o) {
+static DP_ALWAYS_INLINE void unpack_block(int kind, const uint8_t *const rp[ROWS], uint8_t *o) {
     const int nsub = kind == KQ6 ? 16 : 8;
     const __m256i m4 = _mm256_set1_epi8(0xF);
     for (int half = 0; half < 2; half++) {
@@ -212,7 +213,7 @@ static inline __attribute__((always_inline)) void unpack_block(int kind, const u
 }
 
 /* Tokens t0 .. t0 + NT - 1 (NT = 1 .. 4) against block o: facc[t][16] += the block's terms. */
-static inline __attribute__((always_inline)) void block_tokens(int kind, int NT, const uint8_t *o,
+static DP_ALWAYS_INLINE void block_tokens(int kind, int NT, const uint8_t *o,
                                                                const eng_block_q8_k *const xb[4], float *facc) {
     const int nsub = kind == KQ6 ? 16 : 8, cps = 64 / nsub; /* column groups per sub-block */
     const int span = kind == KQ4 ? 8 : kind == KQ5 ? 4 : 2; /* groups summed as int16 */
@@ -236,7 +237,9 @@ static inline __attribute__((always_inline)) void block_tokens(int kind, int NT,
                     a[t][1] = _mm256_add_epi16(a[t][1], _mm256_maddubs_epi16(w1, yv));
                     /* keep the sums in chains: GCC otherwise reassociates them into trees whose
                      * many live products spill (measured 2x slower) */
+#if defined(__GNUC__) || defined(__clang__)
                     __asm__("" : "+x"(a[t][0]), "+x"(a[t][1]));
+#endif
                 }
             }
             for (int t = 0; t < NT; t++) {
@@ -284,7 +287,7 @@ static inline const eng_block_q8_k *xrow(const void *x, size_t xs, int t, int64_
     return (const eng_block_q8_k *)(const void *)((const uint8_t *)x + (size_t)t * xs) + b;
 }
 
-static inline __attribute__((always_inline)) void gemm_k(int kind, int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1,
+static DP_ALWAYS_INLINE void gemm_k(int kind, int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1,
                                                          const void *x, size_t xs, int n_tok, float *y, int ldy, void *ws) {
     static const alignas(64) uint8_t zero_block[256];
     const size_t bb = kind == KQ4 ? sizeof(eng_block_q4_k) : kind == KQ5 ? sizeof(eng_block_q5_k) : sizeof(eng_block_q6_k);

@@ -21,6 +21,11 @@
 static inline void eng_prefetch_l2(const void *p, size_t n) {
     for (size_t l = 0; l < n; l += 64) __builtin_prefetch((const char *)p + l, 0, 2);
 }
+#elif defined(_MSC_VER) && defined(_M_X64)
+#include <xmmintrin.h>
+static inline void eng_prefetch_l2(const void *p, size_t n) {
+    for (size_t l = 0; l < n; l += 64) _mm_prefetch((const char *)p + l, _MM_HINT_T1);
+}
 #else
 static inline void eng_prefetch_l2(const void *p, size_t n) { (void)p, (void)n; }
 #endif
@@ -135,6 +140,10 @@ eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact);
  * a block that many query heads read. NULL where there is no such kernel (then widening gains
  * nothing: use the F16 ones). */
 eng_kv_dots_fn eng_kv_dots_widened(bool exact);
+/* The kernels for a Q8_0 cache's rows once widened to floats: the grouped kernels over floats
+ * (AVX2), apart from the F32 cache's own (eval keeps its bits). */
+eng_kv_dots_fn eng_kv_dots_q8_0(bool exact);
+eng_kv_mix_fn eng_kv_mix_q8_0(bool exact);
 eng_kv_mix_fn eng_kv_mix_widened(bool exact);
 
 /* In place over n attention scores: s = softmax(scale * s), the maximum subtracted first. */

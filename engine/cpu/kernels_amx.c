@@ -46,6 +46,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "compiler.h"
 #include "kernels.h"
 #include "kernels_amx.h"
 #include "kernels_avx512.h"
@@ -269,12 +270,12 @@ static inline void foldw(__m512i q, __m512i sb, __m512i sa, const uint8_t *ce, u
         else _tile_dpbusd(CH, TH, TB);                   \
     } while (0)
 
-static inline __attribute__((always_inline)) void mul_step(bool hs, int pair, int j, const uint8_t *A, const uint8_t *B) {
+static DP_ALWAYS_INLINE void mul_step(bool hs, int pair, int j, const uint8_t *A, const uint8_t *B) {
     if (pair) MUL_STEP(2, 3, 4, 5, 6, true, hs, j, A, B);
     else MUL_STEP(0, 1, 4, 5, 6, true, hs, j, A, B);
 }
 
-static inline __attribute__((always_inline)) void panel_step(bool hs, bool lb, int j, const uint8_t *A, const uint8_t *B) {
+static DP_ALWAYS_INLINE void panel_step(bool hs, bool lb, int j, const uint8_t *A, const uint8_t *B) {
     switch (j) {
     case 0: MUL_STEP(0, 1, 2, 3, 4, lb, hs, 0, A, B); break;
     case 1: MUL_STEP(0, 1, 2, 3, 5, lb, hs, 1, A, B); break;
@@ -290,7 +291,7 @@ typedef struct side_mul {
     bool panel, lb;
 } side_mul;
 
-static inline __attribute__((always_inline)) void side_step(bool hs, const side_mul *m, int j) {
+static DP_ALWAYS_INLINE void side_step(bool hs, const side_mul *m, int j) {
     if (m->panel) panel_step(hs, m->lb, j, m->A, m->B);
     else mul_step(hs, 0, j, m->A, m->B);
 }
@@ -305,7 +306,7 @@ static inline __attribute__((always_inline)) void side_step(bool hs, const side_
  * in order and take ~40 cycles each here, so issued together they fill the reorder buffer and
  * stall the decode behind them; spread out, the tile unit works while the vector units decode:
  * 9 % less time for a 16-token Q4_K product). */
-static inline __attribute__((always_inline)) void decode_block_k(int kind, const uint8_t *w, size_t rb, int nr, uint8_t *A,
+static DP_ALWAYS_INLINE void decode_block_k(int kind, const uint8_t *w, size_t rb, int nr, uint8_t *A,
                                                                  uint8_t *tab, const uint8_t *pf, const uint8_t *pf2,
                                                                  const side_mul *sm) {
     static const alignas(64) uint8_t zero_block[256];
@@ -412,7 +413,7 @@ static inline void store_tokens(const __m512 *f, float *y, int ldy, int nt, __mm
     for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, rmask, _mm512_castsi512_ps(v[t]));
 }
 
-static inline __attribute__((always_inline)) void block_store(int pair, uint8_t *c) {
+static DP_ALWAYS_INLINE void block_store(int pair, uint8_t *c) {
     if (pair) {
         _tile_stored(2, c, 64);
         _tile_stored(3, c + 1024, 64);
@@ -427,7 +428,7 @@ static inline __attribute__((always_inline)) void block_store(int pair, uint8_t 
  * from +0 in registers, the value a cleared accumulator would load (the same bits), and the
  * accumulators need no memset: clearing them cost 0.8-1.7 % of a 16-sequence decode step in
  * perf, their lines having left L1 while the tile decoded. */
-static inline __attribute__((always_inline)) void fold_block(int kind, __m512 *f, const uint8_t *c, const uint8_t *tab,
+static DP_ALWAYS_INLINE void fold_block(int kind, __m512 *f, const uint8_t *c, const uint8_t *tab,
                                                              const uint8_t *B, bool first) {
     const int32_t *mp = (const int32_t *)(const void *)tab;
     const float *d = (const float *)(mp + 64), *dm = d + 16;
@@ -459,7 +460,7 @@ static inline void prefetch_l1(const uint8_t *p, size_t n) {
  * decode block b + 2, then group g + 1's multiplies run while g is folded (two pairs of C tiles).
  * Everything the tile loads comes from L1: the decoded block, the group's packed activations
  * prefetched one step ahead. pf, pfb: the tile after next, to fetch into L2 a block at a time. */
-static inline __attribute__((always_inline)) void tile_k(int kind, const uint8_t *w, size_t rb, int nr, int64_t nb,
+static DP_ALWAYS_INLINE void tile_k(int kind, const uint8_t *w, size_t rb, int nr, int64_t nb,
                                                          const uint8_t *xb, size_t xg, int groups, int n_tok, uint8_t *wb,
                                                          uint8_t *tab, uint8_t *cbuf, float *facc, float *y, int ldy,
                                                          __mmask16 rmask, const uint8_t *pf, size_t pfb) {
@@ -502,7 +503,7 @@ static inline __attribute__((always_inline)) void tile_k(int kind, const uint8_t
  * 12 loads per block and tile became 8 + 4 / np). Items are pipelined as in tile_k: item i + 2
  * decoded while i multiplies, then i folded into its tile's accumulators. pf: the next panel
  * (pnp tiles, pnp <= 2 np) or NULL; item (b, p) fetches block b of its tiles p and p + np. */
-static inline __attribute__((always_inline)) void panel_k(int kind, const uint8_t *w, size_t rb, int nrows, int64_t nb,
+static DP_ALWAYS_INLINE void panel_k(int kind, const uint8_t *w, size_t rb, int nrows, int64_t nb,
                                                           const uint8_t *xb, int n_tok, uint8_t *wb, uint8_t *tab,
                                                           uint8_t *cbuf, float *facc, float *y, int ldy, const uint8_t *pf,
                                                           int pnp) {

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "compiler.h"
 #include "kernels.h"
 #include "kernels_avx2.h"
 #include "kscales.h"
@@ -208,7 +209,7 @@ static inline __m256i k4_min_lanes(__m128i mins16, const eng_block_q8_k *y) {
 }
 
 /* S of a Q4_K (qh NULL) or Q5_K block as 8 lanes, and its M */
-static inline __attribute__((always_inline)) __m256i k4_block(const uint8_t *blk, const uint8_t *qs, const uint8_t *qh, const eng_block_q8_k *y, __m256i *M) {
+static DP_ALWAYS_INLINE __m256i k4_block(const uint8_t *blk, const uint8_t *qs, const uint8_t *qh, const eng_block_q8_k *y, __m256i *M) {
     const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
     __m128i mins16;
     const __m256i sc = q4k_scales(blk + 4, &mins16); /* scales follow d and dmin in both block types */
@@ -230,7 +231,7 @@ static inline __attribute__((always_inline)) __m256i k4_block(const uint8_t *blk
     return sumi;
 }
 
-static inline __attribute__((always_inline)) float k4_dot(int64_t k, const uint8_t *w, size_t bb, size_t qs_off, ptrdiff_t qh_off,
+static DP_ALWAYS_INLINE float k4_dot(int64_t k, const uint8_t *w, size_t bb, size_t qs_off, ptrdiff_t qh_off,
                                                           const eng_block_q8_k *y) {
     const int64_t nb = k / 256;
     float acc = 0;
@@ -276,7 +277,7 @@ static inline __m256i q6k_scale_pair(__m256i swh, int p) {
 
 /* Q6_K: S - M as 8 lanes, S = sum over sub-blocks of sc * sum q6 * q8 (q6 unsigned, 0..63),
  * M = 32 * sum sc * bsum. */
-static inline __attribute__((always_inline)) __m256i q6k_block(const eng_block_q6_k *a, const eng_block_q8_k *y) {
+static DP_ALWAYS_INLINE __m256i q6k_block(const eng_block_q6_k *a, const eng_block_q8_k *y) {
     const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
     /* the 16 scales as int16; a half's 8 of them in both lanes, from which one in-lane shuffle puts
      * scale s in the low lane's words and s + 1 in the high lane's */
@@ -448,7 +449,7 @@ void eng_quantize_q8_k_avx2(const float *x, void *y, int64_t n) {
         for (int j = 0; j < 256; j += 8) {
             const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + j), sign), _mm256_set1_ps(am), _CMP_EQ_OQ));
             if (hit) {
-                max = x[j + __builtin_ctz((unsigned)hit)];
+                max = x[j + dp_ctz32((uint32_t)hit)];
                 break;
             }
         }
@@ -716,7 +717,7 @@ static inline __m256 kv_load8(const uint8_t *row, int d, bool w32) {
 }
 
 /* up to 4 heads (gn) against 2 rows (np 1: the second row's lanes are dropped) */
-static inline __attribute__((always_inline)) void dots_4x2(const float *q, size_t lq, int gn, const uint8_t *k, size_t kst,
+static DP_ALWAYS_INLINE void dots_4x2(const float *q, size_t lq, int gn, const uint8_t *k, size_t kst,
                                                            int np, int hd, float *s, size_t ls, bool w32) {
     __m256 acc[4][2];
     for (int g = 0; g < 4; g++) acc[g][0] = acc[g][1] = _mm256_setzero_ps();
@@ -739,7 +740,7 @@ static inline __attribute__((always_inline)) void dots_4x2(const float *q, size_
         for (int j = 0; j < np; j++) s[(size_t)g * ls + j] = r[2 * g + j];
 }
 
-static inline __attribute__((always_inline)) void kv_dots(const float *q, size_t lq, int G, const void *k, size_t kst,
+static DP_ALWAYS_INLINE void kv_dots(const float *q, size_t lq, int G, const void *k, size_t kst,
                                                           int n, int hd, float *s, size_t ls, bool w32) {
     const uint8_t *kb = k;
     if (hd % 8) { /* not a model shape seen so far */
@@ -777,7 +778,7 @@ void eng_kv_dots_f32_avx2(const float *q, size_t lq, int G, const void *k, size_
 }
 
 /* acc_g[0..16) += sum_p w_g[p] v_p[0..16) for up to 4 heads, rows in order */
-static inline __attribute__((always_inline)) void mix_4x16(float *acc, size_t la, int gn, const float *w, size_t lw,
+static DP_ALWAYS_INLINE void mix_4x16(float *acc, size_t la, int gn, const float *w, size_t lw,
                                                            const uint8_t *v, size_t vst, int n, bool w32) {
     __m256 a[4][2];
     for (int g = 0; g < gn; g++) {
@@ -799,7 +800,7 @@ static inline __attribute__((always_inline)) void mix_4x16(float *acc, size_t la
     }
 }
 
-static inline __attribute__((always_inline)) void kv_mix(float *acc, size_t la, int G, const float *w, size_t lw,
+static DP_ALWAYS_INLINE void kv_mix(float *acc, size_t la, int G, const float *w, size_t lw,
                                                          const void *v, size_t vst, int n, int hd, bool w32) {
     const uint8_t *vb = v;
     if (hd % 16) {

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "compiler.h"
 #include "kernels.h"
 #include "kernels_avx512.h"
 #include "kscales.h"
@@ -112,7 +113,7 @@ static inline float k4_fold(float acc, int32_t S, int32_t M, eng_f16 d, eng_f16 
     return fmaf(-(float)M, xd * f16(dmin), acc);
 }
 
-static inline __attribute__((always_inline)) float k4_dot(int64_t k, const uint8_t *w, size_t bb, size_t qs_off,
+static DP_ALWAYS_INLINE float k4_dot(int64_t k, const uint8_t *w, size_t bb, size_t qs_off,
                                                           ptrdiff_t qh_off, const eng_block_q8_k *y) {
     /* d and dmin lead both block types; scales follow them. Blocks go in pairs; an odd last one
      * is paired with zero lanes. */
@@ -216,7 +217,7 @@ static float dot_q8_0(int64_t k, const void *w, const void *x) {
  * accumulator), so a score's bits do not depend on its neighbours. 46 shuffles and adds for 16
  * sums, where one horizontal sum per accumulator costs about 5-9 each. epi32: the lanes hold
  * int32s, added as integers (any order gives the same sums); the shuffles move bits either way. */
-static inline __attribute__((always_inline)) __m512 sum16_tree(const __m512 *a, bool epi32) {
+static DP_ALWAYS_INLINE __m512 sum16_tree(const __m512 *a, bool epi32) {
 #define ADD(x, y) (epi32 ? _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(x), _mm512_castps_si512(y))) : _mm512_add_ps(x, y))
     __m512 s[8], u[4], w[2];
     for (int i = 0; i < 8; i++) /* [a2i c0+c2, a2i c1+c3, a2i+1 c0+c2, a2i+1 c1+c3] */
@@ -252,7 +253,7 @@ void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n) {
         for (int j = 0; j < 256; j += 16) {
             const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_loadu_ps(x + j), sign), _mm512_set1_ps(am), _CMP_EQ_OQ);
             if (hit) {
-                max = x[j + __builtin_ctz(hit)];
+                max = x[j + dp_ctz32((uint32_t)hit)];
                 break;
             }
         }
@@ -359,7 +360,7 @@ void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n) {
 #define DS_AHEAD 6
 /* NR (1..4) state rows from row j: the same arithmetic per row whatever NR, so the rows of a
  * remainder get the bits they would get in a group of four. */
-static inline __attribute__((always_inline)) void delta_rows(int NR, float *S, int j, const float *k, const float *v,
+static DP_ALWAYS_INLINE void delta_rows(int NR, float *S, int j, const float *k, const float *v,
                                                              const float *q, __m512 vd, float beta, int dk, int dv,
                                                              float *o) {
     const int nz = dk / 16;
@@ -403,13 +404,13 @@ void eng_delta_step_avx512(float *S, const float *k, const float *v, const float
 
 /* A row's 16 values from d on: halves converted, or (wide) floats already converted from halves;
  * the same values either way, so the same bits downstream. */
-static inline __attribute__((always_inline)) __m512 kv_row16(bool wide, const uint8_t *r, int d) {
+static DP_ALWAYS_INLINE __m512 kv_row16(bool wide, const uint8_t *r, int d) {
     return wide ? _mm512_loadu_ps((const float *)(const void *)r + d)
                 : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 2 * (size_t)d)));
 }
 
 /* Up to 4 heads (gn) against 4 rows (missing rows: pass np < 4; their lanes are dropped). */
-static inline __attribute__((always_inline)) void dots_4x4(bool wide, const float *q, size_t lq, int gn, const uint8_t *k,
+static DP_ALWAYS_INLINE void dots_4x4(bool wide, const float *q, size_t lq, int gn, const uint8_t *k,
                                                            size_t kst, int np, int hd, float *s, size_t ls) {
     __m512 acc[4][4]; /* [head][row]; heads past gn stay zero for the reduction */
     for (int g = 0; g < 4; g++)
@@ -432,7 +433,7 @@ static inline __attribute__((always_inline)) void dots_4x4(bool wide, const floa
     }
 }
 
-static inline __attribute__((always_inline)) void kv_dots(bool wide, const float *q, size_t lq, int G, const void *k,
+static DP_ALWAYS_INLINE void kv_dots(bool wide, const float *q, size_t lq, int G, const void *k,
                                                           size_t kst, int n, int hd, float *s, size_t ls) {
     const uint8_t *kb = k;
     if (hd % 16) { /* not a model shape seen so far: one head, one row at a time, scalar order */
@@ -478,7 +479,7 @@ void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, si
 
 /* acc_g += sum_p w_g[p] v_p over 64 dims (nz vectors of 16) for up to 4 heads: per element the
  * fmas of the one-head kernel, in row order. */
-static inline __attribute__((always_inline)) void mix_4(bool wide, float *acc, size_t la, int gn, const float *w, size_t lw,
+static DP_ALWAYS_INLINE void mix_4(bool wide, float *acc, size_t la, int gn, const float *w, size_t lw,
                                                         const uint8_t *v, size_t vst, int n, int nz) {
     __m512 a[4][4];
     for (int g = 0; g < gn; g++)
@@ -495,7 +496,7 @@ static inline __attribute__((always_inline)) void mix_4(bool wide, float *acc, s
         for (int z = 0; z < nz; z++) _mm512_storeu_ps(acc + (size_t)g * la + 16 * z, a[g][z]);
 }
 
-static inline __attribute__((always_inline)) void kv_mix(bool wide, float *acc, size_t la, int G, const float *w, size_t lw,
+static DP_ALWAYS_INLINE void kv_mix(bool wide, float *acc, size_t la, int G, const float *w, size_t lw,
                                                          const void *v, size_t vst, int n, int hd) {
     const uint8_t *vb = v;
     if (hd % 16) {
@@ -558,7 +559,7 @@ size_t eng_gemm_ws_avx512(int64_t k) { return (size_t)(k / 256) * TB_BYTES(16) +
 enum { KQ4, KQ5, KQ6 };
 
 /* Unpacks rows [0, nr) (nr <= 16; missing rows read as zero blocks) of all nb blocks into tb. */
-static inline __attribute__((always_inline)) void unpack_tile(int kind, const uint8_t *w, size_t row_bytes, int nr,
+static DP_ALWAYS_INLINE void unpack_tile(int kind, const uint8_t *w, size_t row_bytes, int nr,
                                                               int64_t nb, uint8_t *tb) {
     static const alignas(64) uint8_t zero_block[256];
     const size_t bb = kind == KQ4 ? sizeof(eng_block_q4_k) : kind == KQ5 ? sizeof(eng_block_q5_k) : sizeof(eng_block_q6_k);
@@ -664,7 +665,7 @@ static inline __attribute__((always_inline)) void unpack_tile(int kind, const ui
 }
 
 /* y[t][0..15] for nt tokens against one unpacked tile. */
-static inline __attribute__((always_inline)) void tile_tokens(const uint8_t *tb, int64_t nb, int nsub, bool int_mins,
+static DP_ALWAYS_INLINE void tile_tokens(const uint8_t *tb, int64_t nb, int nsub, bool int_mins,
                                                               const uint8_t *x, size_t xs, int nt, float *y, int ldy,
                                                               __mmask16 rmask, const uint8_t *pf, size_t pfb) {
     const int groups = 64 / nsub; /* column groups of 4 per sub-block */
@@ -764,7 +765,7 @@ static void unpack_tile_q8_0(const uint8_t *w, size_t row_bytes, int nr, int64_t
     }
 }
 
-static inline __attribute__((always_inline)) void tile_tokens_q8_0(const uint8_t *tb, int64_t nb, const uint8_t *x,
+static DP_ALWAYS_INLINE void tile_tokens_q8_0(const uint8_t *tb, int64_t nb, const uint8_t *x,
                                                                    size_t xs, int nt, float *y, int ldy,
                                                                    __mmask16 rmask, const uint8_t *pf, size_t pfb) {
     __m512 f[NT];
@@ -825,7 +826,7 @@ static void prep_q8_0(void *x, size_t xs, int n_tok, int64_t k) {
 
 eng_gemm_prep_fn eng_gemm_prep_avx512(int wt) { return wt == ENG_TYPE_Q8_0 ? prep_q8_0 : NULL; }
 
-static inline __attribute__((always_inline)) void gemm_k(int kind, int64_t k, const void *w, size_t row_bytes,
+static DP_ALWAYS_INLINE void gemm_k(int kind, int64_t k, const void *w, size_t row_bytes,
                                                          int64_t r0, int64_t r1, const void *x, size_t xs, int n_tok,
                                                          float *y, int ldy, void *ws) {
     uint8_t *tb = (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);

@@ -72,6 +72,35 @@ static bool have_amx(void) {
 #endif
 }
 #define DP_HAVE_X86 1
+#elif defined(_M_X64) && defined(_MSC_VER)
+/* MSVC: the same checks from CPUID and XGETBV directly. Leaf 1 ECX: FMA bit 12, OSXSAVE 27, F16C
+ * 29; leaf 7 EBX: AVX2 5, AVX512F 16, AVX512DQ 17, AVX512BW 30, AVX512VL 31, ECX: AVX512VNNI
+ * 11; XCR0: the OS saves the ymm state (bits 1-2) and the zmm and mask state (5-7). No AMX:
+ * its kernels are built with GCC or Clang only. */
+#include <intrin.h>
+static int g_avx2 = -1, g_avx512 = -1;
+static bool cpuid_bit(int leaf, int reg, int bit) {
+    int r[4];
+    __cpuid(r, 0);
+    if (r[0] < leaf) return false;
+    __cpuidex(r, leaf, 0);
+    return ((unsigned)r[reg] >> bit) & 1u;
+}
+static bool have_avx2(void) {
+    if (g_avx2 < 0)
+        g_avx2 = cpuid_bit(1, 2, 27) && (_xgetbv(0) & 0x6u) == 0x6u && cpuid_bit(1, 2, 12) && cpuid_bit(1, 2, 29) &&
+                 cpuid_bit(7, 1, 5);
+    return g_avx2;
+}
+static bool cpu_avx512(void) {
+    if (g_avx512 < 0)
+        g_avx512 = have_avx2() && (_xgetbv(0) & 0xE6u) == 0xE6u && cpuid_bit(7, 1, 16) && cpuid_bit(7, 1, 17) &&
+                   cpuid_bit(7, 1, 30) && cpuid_bit(7, 1, 31) && cpuid_bit(7, 2, 11);
+    return g_avx512;
+}
+static bool have_avx512(void) { return cpu_avx512() && !g_no_avx512; }
+static bool have_amx(void) { return false; }
+#define DP_HAVE_X86 1
 #endif
 
 bool eng_cpu_amx(void) {
@@ -223,7 +252,7 @@ eng_kv_dots_fn eng_kv_dots_best(int kv_type, bool exact) {
     const int f = kv_type == ENG_TYPE_F16;
 #ifdef DP_HAVE_X86
     if (!exact && f && !g_force_scalar && have_avx512()) return eng_kv_dots_f16_avx512;
-    if (!exact && !g_force_scalar && have_avx2()) return f ? eng_kv_dots_f16_avx2 : eng_kv_dots_f32_avx2;
+    if (!exact && f && !g_force_scalar && have_avx2()) return eng_kv_dots_f16_avx2;
 #endif
     return exact ? (f ? kv_dots_f16_exact : kv_dots_f32_exact) : (f ? kv_dots_f16 : kv_dots_f32);
 }
@@ -232,9 +261,23 @@ eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact) {
     const int f = kv_type == ENG_TYPE_F16;
 #ifdef DP_HAVE_X86
     if (!exact && f && !g_force_scalar && have_avx512()) return eng_kv_mix_f16_avx512;
-    if (!exact && !g_force_scalar && have_avx2()) return f ? eng_kv_mix_f16_avx2 : eng_kv_mix_f32_avx2;
+    if (!exact && f && !g_force_scalar && have_avx2()) return eng_kv_mix_f16_avx2;
 #endif
     return exact ? (f ? kv_mix_f16_exact : kv_mix_f32_exact) : (f ? kv_mix_f16 : kv_mix_f32);
+}
+
+eng_kv_dots_fn eng_kv_dots_q8_0(bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx2()) return eng_kv_dots_f32_avx2;
+#endif
+    return eng_kv_dots_best(ENG_TYPE_F32, exact);
+}
+
+eng_kv_mix_fn eng_kv_mix_q8_0(bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx2()) return eng_kv_mix_f32_avx2;
+#endif
+    return eng_kv_mix_best(ENG_TYPE_F32, exact);
 }
 
 eng_kv_dots_fn eng_kv_dots_widened(bool exact) {

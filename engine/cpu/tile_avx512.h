@@ -24,7 +24,12 @@ static inline void eng_read_through(const uint8_t *p, size_t n) {
     __m512i sink = _mm512_setzero_si512();
     for (const uint8_t *e = p + n; p + 64 <= e; p += 64)
         sink = _mm512_or_si512(sink, _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p)));
+#if defined(__GNUC__) || defined(__clang__)
     __asm__ volatile("" : : "v"(sink));
+#else
+    volatile __m512i keep = sink; /* the loads must happen: their result is used */
+    (void)keep;
+#endif
 }
 
 /* 16 x 16 transpose of 32-bit elements: r[i] = row i in, column i out. */

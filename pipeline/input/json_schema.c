@@ -303,12 +303,18 @@ static void rx_atom(rx *r, int depth) {
     if (ch == '(') {
         r->p++;
         if (r->p[0] == '?') {
-            if (r->p[1] != ':') return rx_fail(r, "only (?: ) groups are supported, not look-arounds or named groups");
+            if (r->p[1] != ':') {
+                rx_fail(r, "only (?: ) groups are supported, not look-arounds or named groups");
+                return;
+            }
             r->p += 2;
         }
         emit(c, "(");
         rx_alt(r, depth + 1);
-        if (*r->p != ')') return rx_fail(r, "'(' without its ')'");
+        if (*r->p != ')') {
+            rx_fail(r, "'(' without its ')'");
+            return;
+        }
         r->p++;
         emit(c, ")");
     } else if (ch == '[') {
@@ -329,7 +335,10 @@ static void rx_atom(rx *r, int depth) {
                     r->p += 2;
                     continue;
                 }
-                if (k) return rx_fail(r, "\\D, \\W and \\S inside a class are not supported");
+                if (k) {
+                    rx_fail(r, "\\D, \\W and \\S inside a class are not supported");
+                    return;
+                }
                 lo = rx_escape_char(r, r->p[1]);
                 r->p += 2;
             } else {
@@ -344,11 +353,17 @@ static void rx_atom(rx *r, int depth) {
                 } else {
                     hi = rx_cp(r);
                 }
-                if (hi < lo) return rx_fail(r, "a class range runs backwards");
+                if (hi < lo) {
+                    rx_fail(r, "a class range runs backwards");
+                    return;
+                }
             }
             v[n++] = (rrange){lo, hi};
         }
-        if (*r->p != ']') return rx_fail(r, "a class without its ']' (or too many ranges)");
+        if (*r->p != ']') {
+            rx_fail(r, "a class without its ']' (or too many ranges)");
+            return;
+        }
         r->p++;
         rx_class_emit(r, v, n, neg);
     } else if (ch == '.') {
@@ -384,9 +399,15 @@ static void rx_quant(rx *r) {
         r->p++;
     } else if (ch == '{') {
         const char *e = strchr(r->p, '}');
-        if (!e || e - r->p > 24) return rx_fail(r, "'{' without its '}'");
+        if (!e || e - r->p > 24) {
+            rx_fail(r, "'{' without its '}'");
+            return;
+        }
         for (const char *q = r->p + 1; q < e; q++)
-            if (!((*q >= '0' && *q <= '9') || *q == ',')) return rx_fail(r, "a {m,n} count that is not numbers");
+            if (!((*q >= '0' && *q <= '9') || *q == ',')) {
+                rx_fail(r, "a {m,n} count that is not numbers");
+                return;
+            }
         emit(c, "%.*s", (int)(e - r->p + 1), r->p);
         r->p = e + 1;
     } else {
@@ -410,7 +431,10 @@ static void rx_seq(rx *r, int depth) {
 }
 
 static void rx_alt(rx *r, int depth) {
-    if (depth > 32) return rx_fail(r, "groups nested too deeply");
+    if (depth > 32) {
+        rx_fail(r, "groups nested too deeply");
+        return;
+    }
     rx_seq(r, depth);
     while (*r->p == '|' && !r->c->st) {
         r->p++;

@@ -429,13 +429,16 @@ static void grouped_attention_check(void) {
     }
     for (int i = 0; i < GMAX * HMAX; i++) q[i] = sinf((float)i * 0.37f);
     for (int i = 0; i < GMAX * NMAX; i++) w[i] = 0.5f + 0.5f * cosf((float)i * 0.11f);
-    for (size_t ti = 0; ti < 2; ti++)
+    /* ti 2: the kernels a Q8_0 cache's widened rows go through, over the same floats */
+    for (size_t ti = 0; ti < 3; ti++)
         for (size_t hi = 0; hi < sizeof(hds) / sizeof(hds[0]); hi++) {
-            const int type = types[ti], hd = hds[hi];
+            const int type = types[ti < 2 ? ti : 1], hd = hds[hi];
             const void *k = type == ENG_TYPE_F16 ? (const void *)kh : (const void *)kf;
             const size_t esz = type == ENG_TYPE_F16 ? 2 : 4, kst = (size_t)hd * esz;
-            const eng_kv_dots_fn fast = eng_kv_dots_best(type, false), exact = eng_kv_dots_best(type, true);
-            const eng_kv_mix_fn mfast = eng_kv_mix_best(type, false), mexact = eng_kv_mix_best(type, true);
+            const eng_kv_dots_fn fast = ti == 2 ? eng_kv_dots_q8_0(false) : eng_kv_dots_best(type, false),
+                                 exact = eng_kv_dots_best(type, true);
+            const eng_kv_mix_fn mfast = ti == 2 ? eng_kv_mix_q8_0(false) : eng_kv_mix_best(type, false),
+                                mexact = eng_kv_mix_best(type, true);
             for (int G = 1; G <= GMAX; G++) {
                 float s[GMAX * NMAX], se[GMAX * NMAX], s1[NMAX], a[GMAX * HMAX] = {0}, ae[GMAX * HMAX] = {0};
                 fast(q, (size_t)hd, G, k, kst, NMAX, hd, s, NMAX);
