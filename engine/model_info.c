@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "platform.h"
 #include "quant.h"
 
 const char *eng_arch_name(eng_arch a) {
@@ -255,12 +256,16 @@ void eng_model_mem_estimate_kv(const eng_model_info *m, uint32_t n_ctx, uint32_t
         e->recurrent = e->rec_per_seq * n_seqs;
     }
     /* Compute buffers: per token of a prefill batch, the residual stream, the widest
-     * projection outputs and the FFN intermediate in f32; attention scores for one head
-     * block over the context; and one logits row per sequence. */
+     * projection outputs and the FFN intermediate in f32; per thread, attention's tiles (up to
+     * 32 tokens' query heads of a KV group with one cache block of scores each, and one block of
+     * K and V rows widened to floats: the cache is read block by block with an online softmax, so
+     * nothing here grows with the context); and one logits row per sequence. */
     uint64_t q_width = (uint64_t)m->n_head * m->head_dim_k * 2 + 2ull * m->n_head_kv * m->head_dim_k;
     uint64_t rec_width = m->ssm_d_inner ? 2ull * m->ssm_d_inner + 2ull * m->ssm_n_group * m->ssm_d_state : 0;
     uint64_t width = 3ull * m->n_embd + 2ull * m->n_ff + (q_width > rec_width ? q_width : rec_width);
     uint64_t tokens = n_ubatch > n_seqs ? n_ubatch : n_seqs;
-    e->compute = tokens * width * 4 + (uint64_t)m->n_head * n_ctx * 4 * 64 + (uint64_t)m->n_vocab * 4 * n_seqs;
+    const uint64_t group = m->n_head_kv ? (uint64_t)m->n_head / m->n_head_kv : 0, hd = m->head_dim_k;
+    const uint64_t attn = (uint64_t)dp_cpu_count() * 4 * (32 * group * (ENG_KV_BLOCK + 2 * hd + 3) + 2 * ENG_KV_BLOCK * hd);
+    e->compute = tokens * width * 4 + attn + (uint64_t)m->n_vocab * 4 * n_seqs;
     e->total = e->weights + e->kv_cache + e->recurrent + e->compute;
 }

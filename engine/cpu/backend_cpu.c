@@ -300,7 +300,6 @@ typedef struct attn_task {
     cpu_be *c;
     const eng_attn_args *a;
     int cluster; /* tokens per work item */
-    int max_pos; /* over the step's tokens */
     atomic_llong next; /* the first work item no thread has claimed */
 } attn_task;
 
@@ -348,24 +347,30 @@ static const float *widen_q8_0(const uint8_t *rows, size_t stride, int n, int hd
 }
 
 /* One work item is a cluster of consecutive tokens and a KV head with its group of query heads.
- * Within the cluster, tokens whose block tables hold the same cache block at the same index, with
- * the same number of rows in range, are scored and mixed together: the block's K and V rows are
- * read and converted once for all of them (sequences sharing a prompt prefix by reference, and a
- * prompt piece's tokens over its full earlier blocks), and for each token once for its group of
- * query heads (4 per KV head in Qwen3-4B). The kernels' arithmetic per (head, row) does not depend
- * on how many heads they get, and blocks run in position order, so each token's result is the
- * same bits in any cluster: batch invariance holds. */
+ * The cache is read one block (blk_size rows) at a time in position order, with an online
+ * softmax: each query row keeps a running maximum and sum, and its weighted sum of V rows is
+ * rescaled when the maximum moves. No row of all scores is kept, so a cluster's size does not
+ * shrink with depth. Within the cluster, tokens whose block tables hold the same cache block at
+ * the same index, with the same number of rows in range, are scored and mixed together: the
+ * block's K and V rows are read and converted once for all of them (sequences sharing a prompt
+ * prefix by reference, and a prompt piece's tokens over its full earlier blocks), and for each
+ * token once for its group of query heads (4 per KV head in Qwen3-4B). The kernels' arithmetic
+ * per (head, row) does not depend on how many heads they get, and every token's tiles are the
+ * cache blocks, in position order, so each token's result is the same bits in any cluster: batch
+ * invariance holds. */
 static void attn_heads(void *arg, int ith, int nth) {
     attn_task *at = arg;
     const eng_attn_args *a = at->a;
     const int hd = a->hd, kv_dim = a->n_head_kv * hd, G = a->n_head / a->n_head_kv, B = a->blk_size, CL = at->cluster;
-    const int n_cl = (a->n_tok + CL - 1) / CL, max_pos = at->max_pos;
+    const int n_cl = (a->n_tok + CL - 1) / CL, R = CL * G; /* a cluster's query rows */
     const int64_t total = (int64_t)n_cl * a->n_head_kv;
-    /* per cluster token: scores [G][max_pos], queries and accumulators [G][hd]; one block's
-     * rows widened to floats [B][hd] */
-    float *sc = thread_scratch(at->c, ith, (size_t)CL * G * ((size_t)max_pos + 2 * (size_t)hd) + (size_t)B * hd);
+    /* per query row: running sum (a double), running maximum, one block's scores, the query and
+     * the accumulator; one block's K and V rows widened to floats, [B][hd] each */
+    float *sc = thread_scratch(at->c, ith, (size_t)R * (3 + (size_t)B + 2 * (size_t)hd) + 2 * (size_t)B * hd);
     if (!sc) return;
-    float *qc = sc + (size_t)CL * G * max_pos, *acc = qc + (size_t)CL * G * hd, *wide = acc + (size_t)CL * G * hd;
+    double *lsum = (double *)(void *)sc;
+    float *mx = sc + 2 * (size_t)R, *st = mx + R, *qc = st + (size_t)R * B, *acc = qc + (size_t)R * hd;
+    float *wk = acc + (size_t)R * hd, *wv = wk + (size_t)B * hd;
     /* a Q8_0 block is always dequantized first and scored and mixed by the F32 kernels; in its
      * place the kernels read the rows as stored */
     const bool q8 = a->kv_type == ENG_TYPE_Q8_0;
@@ -377,8 +382,8 @@ static void attn_heads(void *arg, int ith, int nth) {
     const eng_kv_dots_fn kdots_w = f16 ? eng_kv_dots_widened(at->c->exact) : q8 ? kdots : NULL;
     const eng_kv_mix_fn vmix_w = f16 ? eng_kv_mix_widened(at->c->exact) : q8 ? vmix : NULL;
     const int min_run = q8 ? 1 : 2; /* tokens that share a block before it is widened */
-    const eng_softmax_fn softmax = eng_softmax_best(at->c->exact);
-    const size_t row = eng_row_size(a->kv_type, kv_dim), ls = (size_t)max_pos;
+    const eng_softmax_tile_fn softmax = eng_softmax_tile_best(at->c->exact);
+    const size_t row = eng_row_size(a->kv_type, kv_dim);
     eng_claim it = ENG_CLAIM(&at->next, total, nth, 1);
     for (int64_t i; eng_claim_item(&it, &i);) {
         const int cl = (int)(i / a->n_head_kv), kvh = (int)(i % a->n_head_kv);
@@ -390,32 +395,37 @@ static void attn_heads(void *arg, int ith, int nth) {
             const int nb = (a->pos[t0 + j] + B) / B;
             n_blk = nb > n_blk ? nb : n_blk;
         }
-        for (int ib = 0; ib < n_blk; ib++)
-            for (int j = 0, j1, n; j < m; j = j1) {
-                j1 = block_run(a, t0, m, j, ib, &n);
-                if (n <= 0) continue;
-                const uint8_t *kb = kv_block(a, a->k, t0 + j, ib, kvh);
-                float *s = sc + (size_t)j * G * ls + (size_t)ib * B;
-                if (kdots_w && j1 - j >= min_run)
-                    kdots_w(qc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G,
-                            q8 ? widen_q8_0(kb, row, n, hd, wide) : widen(kb, row, n, hd, wide), (size_t)hd * 4, n, hd,
-                            s, ls);
-                else kdots(qc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, kb, row, n, hd, s, ls);
-            }
-        for (int j = 0; j < m; j++)
-            for (int g = 0; g < G; g++) softmax(sc + ((size_t)j * G + g) * ls, a->pos[t0 + j] + 1, a->scale);
+        for (int r = 0; r < m * G; r++) {
+            mx[r] = -INFINITY;
+            lsum[r] = 0;
+        }
         memset(acc, 0, (size_t)m * G * hd * sizeof(float));
         for (int ib = 0; ib < n_blk; ib++)
             for (int j = 0, j1, n; j < m; j = j1) {
                 j1 = block_run(a, t0, m, j, ib, &n);
                 if (n <= 0) continue;
-                const uint8_t *vb = kv_block(a, a->v, t0 + j, ib, kvh);
-                const float *s = sc + (size_t)j * G * ls + (size_t)ib * B;
+                const uint8_t *kb = kv_block(a, a->k, t0 + j, ib, kvh), *vb = kv_block(a, a->v, t0 + j, ib, kvh);
+                const int r0 = j * G, nr = (j1 - j) * G;
+                float *s = st + (size_t)r0 * B, *ac = acc + (size_t)r0 * hd;
+                if (kdots_w && j1 - j >= min_run)
+                    kdots_w(qc + (size_t)r0 * hd, (size_t)hd, nr,
+                            q8 ? widen_q8_0(kb, row, n, hd, wk) : widen(kb, row, n, hd, wk), (size_t)hd * 4, n, hd, s,
+                            (size_t)B);
+                else kdots(qc + (size_t)r0 * hd, (size_t)hd, nr, kb, row, n, hd, s, (size_t)B);
+                for (int r = r0; r < r0 + nr; r++) {
+                    const float c = softmax(st + (size_t)r * B, n, a->scale, mx + r, lsum + r);
+                    if (c != 1.0f)
+                        for (int e = 0; e < hd; e++) acc[(size_t)r * hd + e] *= c;
+                }
                 if (vmix_w && j1 - j >= min_run)
-                    vmix_w(acc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, s, ls,
-                           q8 ? widen_q8_0(vb, row, n, hd, wide) : widen(vb, row, n, hd, wide), (size_t)hd * 4, n, hd);
-                else vmix(acc + (size_t)j * G * hd, (size_t)hd, (j1 - j) * G, s, ls, vb, row, n, hd);
+                    vmix_w(ac, (size_t)hd, nr, s, (size_t)B,
+                           q8 ? widen_q8_0(vb, row, n, hd, wv) : widen(vb, row, n, hd, wv), (size_t)hd * 4, n, hd);
+                else vmix(ac, (size_t)hd, nr, s, (size_t)B, vb, row, n, hd);
             }
+        for (int r = 0; r < m * G; r++) {
+            const float inv = (float)(1.0 / lsum[r]);
+            for (int e = 0; e < hd; e++) acc[(size_t)r * hd + e] *= inv;
+        }
         for (int j = 0; j < m; j++)
             memcpy(a->out + (size_t)(t0 + j) * a->ldo + (size_t)kvh * G * hd, acc + (size_t)j * G * hd,
                    (size_t)G * hd * sizeof(float));
@@ -424,14 +434,13 @@ static void attn_heads(void *arg, int ith, int nth) {
 
 static void cpu_attention(eng_backend *be, const eng_attn_args *a) {
     cpu_be *c = be->impl;
-    attn_task at = {c, a, 1, 0, 0};
-    for (int t = 0; t < a->n_tok; t++)
-        if (a->pos[t] + 1 > at.max_pos) at.max_pos = a->pos[t] + 1;
-    /* Clusters of up to 16 tokens, fewer where a thread's scores would pass 4 MB or the threads
-     * would get under two work items each (a cluster is one thread's work for a KV head). */
-    const size_t per_tok = (size_t)(a->n_head / a->n_head_kv) * ((size_t)at.max_pos + 2 * (size_t)a->hd);
-    int cl = 16;
-    while (cl > 1 && ((size_t)cl * per_tok > ((size_t)1 << 20) ||
+    attn_task at = {c, a, 1, 0};
+    /* Clusters of up to 32 tokens (each block's K and V rows read once per cluster), fewer where a
+     * thread's rows would pass 1 MB or the threads would get under two work items each (a cluster
+     * is one thread's work for a KV head). */
+    const size_t per_tok = (size_t)(a->n_head / a->n_head_kv) * ((size_t)a->blk_size + 2 * (size_t)a->hd + 3);
+    int cl = 32;
+    while (cl > 1 && ((size_t)cl * per_tok > ((size_t)1 << 18) ||
                       (int64_t)((a->n_tok + cl - 1) / cl) * a->n_head_kv < 2 * (int64_t)c->n_threads))
         cl /= 2;
     at.cluster = cl;

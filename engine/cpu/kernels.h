@@ -146,8 +146,12 @@ eng_kv_dots_fn eng_kv_dots_q8_0(bool exact);
 eng_kv_mix_fn eng_kv_mix_q8_0(bool exact);
 eng_kv_mix_fn eng_kv_mix_widened(bool exact);
 
-/* In place over n attention scores: s = softmax(scale * s), the maximum subtracted first. */
-typedef void (*eng_softmax_fn)(float *s, int n, float scale);
+/* One KV tile of an online softmax (attention reads the cache tile by tile and keeps no row of
+ * all its scores): with M = max(*m, scale * max s), s[p] = exp(scale * s[p] - M) in place,
+ * *l = *l * c + sum of s (in double), *m = M. Returns c = exp(old *m - M), the factor by which
+ * the weighted sum over the earlier tiles must be scaled: 0 on the first tile (*m = -inf), exactly
+ * 1 where the maximum did not move. */
+typedef float (*eng_softmax_tile_fn)(float *s, int n, float scale, float *m, double *l);
 /* out[i] = silu(g[i]) * u[i] (SwiGLU) */
 typedef void (*eng_swiglu_fn)(const float *g, const float *u, float *out, int64_t n);
 /* x[i] *= sigmoid(g[i]) */
@@ -156,8 +160,8 @@ typedef void (*eng_mul_sigmoid_fn)(float *x, const float *g, int64_t n);
 typedef void (*eng_silu_fn)(const float *x, float *out, int64_t n);
 /* exact: the scalar references (libm expf, the sum in double in index order); otherwise AVX-512
  * versions where the CPU has it, with a polynomial exp within 2 ulp of expf and the softmax sum
- * in double over 16 lanes: deterministic, so results stay batch-invariant. */
-eng_softmax_fn eng_softmax_best(bool exact);
+ * in double over the vector's lanes: deterministic, so results stay batch-invariant. */
+eng_softmax_tile_fn eng_softmax_tile_best(bool exact);
 eng_swiglu_fn eng_swiglu_best(bool exact);
 eng_mul_sigmoid_fn eng_mul_sigmoid_best(bool exact);
 eng_silu_fn eng_silu_best(bool exact);

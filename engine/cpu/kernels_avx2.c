@@ -499,33 +499,33 @@ static inline __m256i tail8(int64_t left) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(left > 8 ? 8 : (int)left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-void eng_softmax_avx2(float *s, int n, float scale) {
+float eng_softmax_tile_avx2(float *s, int n, float scale, float *m, double *l) {
     const __m256 sv = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
     __m256 mx = ninf;
     for (int p = 0; p < n; p += 8) {
-        const __m256i m = tail8(n - p);
-        const __m256 v = _mm256_mul_ps(_mm256_maskload_ps(s + p, m), sv);
-        _mm256_maskstore_ps(s + p, m, v);
-        mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, v, _mm256_castsi256_ps(m)));
+        const __m256i k = tail8(n - p);
+        const __m256 v = _mm256_mul_ps(_mm256_maskload_ps(s + p, k), sv);
+        _mm256_maskstore_ps(s + p, k, v);
+        mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, v, _mm256_castsi256_ps(k)));
     }
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    const __m256 mv = _mm256_set1_ps(_mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h))));
+    const float mo = *m, tm = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h))), M = tm > mo ? tm : mo;
+    const __m256 mv = _mm256_set1_ps(M);
     __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
     for (int p = 0; p < n; p += 8) {
-        const __m256i m = tail8(n - p);
-        const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(s + p, m), mv)), _mm256_castsi256_ps(m));
-        _mm256_maskstore_ps(s + p, m, e);
+        const __m256i k = tail8(n - p);
+        const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(s + p, k), mv)), _mm256_castsi256_ps(k));
+        _mm256_maskstore_ps(s + p, k, e);
         a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
         a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
     }
     const __m256d a = _mm256_add_pd(a0, a1);
     const __m128d a2 = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
-    const __m256 inv = _mm256_set1_ps((float)(1.0 / _mm_cvtsd_f64(_mm_add_sd(a2, _mm_unpackhi_pd(a2, a2)))));
-    for (int p = 0; p < n; p += 8) {
-        const __m256i m = tail8(n - p);
-        _mm256_maskstore_ps(s + p, m, _mm256_mul_ps(_mm256_maskload_ps(s + p, m), inv));
-    }
+    const float c = mo == -INFINITY ? 0.0f : expf(mo - M);
+    *l = *l * c + _mm_cvtsd_f64(_mm_add_sd(a2, _mm_unpackhi_pd(a2, a2)));
+    *m = M;
+    return c;
 }
 
 /* x / (1 + e^-x) */

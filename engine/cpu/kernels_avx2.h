@@ -29,7 +29,7 @@ void eng_kv_dots_f32_avx2(const float *q, size_t lq, int G, const void *k, size_
                           size_t ls);
 void eng_kv_mix_f32_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n,
                          int hd);
-void eng_softmax_avx2(float *s, int n, float scale);
+float eng_softmax_tile_avx2(float *s, int n, float scale, float *m, double *l);
 
 /* elementwise */
 void eng_swiglu_avx2(const float *g, const float *u, float *out, int64_t n);

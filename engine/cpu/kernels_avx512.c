@@ -293,29 +293,29 @@ static inline __m512 exp512(__m512 x) {
 
 static inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1); }
 
-void eng_softmax_avx512(float *s, int n, float scale) {
+float eng_softmax_tile_avx512(float *s, int n, float scale, float *m, double *l) {
     const __m512 sv = _mm512_set1_ps(scale);
     __m512 mx = _mm512_set1_ps(-INFINITY);
     for (int p = 0; p < n; p += 16) {
-        const __mmask16 m = tail_mask(n - p);
-        const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + p), sv);
-        _mm512_mask_storeu_ps(s + p, m, v);
-        mx = _mm512_mask_max_ps(mx, m, mx, v);
+        const __mmask16 k = tail_mask(n - p);
+        const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + p), sv);
+        _mm512_mask_storeu_ps(s + p, k, v);
+        mx = _mm512_mask_max_ps(mx, k, mx, v);
     }
-    const __m512 mv = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    const float mo = *m, tm = _mm512_reduce_max_ps(mx), M = tm > mo ? tm : mo;
+    const __m512 mv = _mm512_set1_ps(M);
     __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
     for (int p = 0; p < n; p += 16) {
-        const __mmask16 m = tail_mask(n - p);
-        const __m512 e = _mm512_maskz_mov_ps(m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + p), mv)));
-        _mm512_mask_storeu_ps(s + p, m, e);
+        const __mmask16 k = tail_mask(n - p);
+        const __m512 e = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + p), mv)));
+        _mm512_mask_storeu_ps(s + p, k, e);
         a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
         a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
     }
-    const __m512 inv = _mm512_set1_ps((float)(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(a0, a1))));
-    for (int p = 0; p < n; p += 16) {
-        const __mmask16 m = tail_mask(n - p);
-        _mm512_mask_storeu_ps(s + p, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + p), inv));
-    }
+    const float c = mo == -INFINITY ? 0.0f : expf(mo - M);
+    *l = *l * c + _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+    *m = M;
+    return c;
 }
 
 void eng_swiglu_avx512(const float *g, const float *u, float *out, int64_t n) {

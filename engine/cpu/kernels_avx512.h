@@ -24,7 +24,7 @@ void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t 
                            int hd);
 void eng_kv_mix_f16w_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst,
                             int n, int hd);
-void eng_softmax_avx512(float *s, int n, float scale);
+float eng_softmax_tile_avx512(float *s, int n, float scale, float *m, double *l);
 
 /* elementwise */
 void eng_swiglu_avx512(const float *g, const float *u, float *out, int64_t n);

@@ -311,13 +311,13 @@ eng_delta_chunk_fn eng_delta_chunk_best(void) {
     return eng_delta_chunk_ref;
 }
 
-eng_softmax_fn eng_softmax_best(bool exact) {
+eng_softmax_tile_fn eng_softmax_tile_best(bool exact) {
 #ifdef DP_HAVE_X86
-    if (!exact && !g_force_scalar && have_avx512()) return eng_softmax_avx512;
-    if (!exact && !g_force_scalar && have_avx2()) return eng_softmax_avx2;
+    if (!exact && !g_force_scalar && have_avx512()) return eng_softmax_tile_avx512;
+    if (!exact && !g_force_scalar && have_avx2()) return eng_softmax_tile_avx2;
 #endif
     (void)exact;
-    return eng_softmax_ref;
+    return eng_softmax_tile_ref;
 }
 
 eng_swiglu_fn eng_swiglu_best(bool exact) {

@@ -305,8 +305,9 @@ void eng_kv_axpy_f16_ref(float *acc, float w, const void *v, int n) {
     for (int i = 0; i < n; i++) acc[i] += w * F16(x[i]);
 }
 
-void eng_softmax_ref(float *s, int n, float scale) {
-    float mx = -INFINITY;
+float eng_softmax_tile_ref(float *s, int n, float scale, float *m, double *l) {
+    const float mo = *m;
+    float mx = mo;
     for (int p = 0; p < n; p++) {
         s[p] *= scale;
         if (s[p] > mx) mx = s[p];
@@ -316,8 +317,10 @@ void eng_softmax_ref(float *s, int n, float scale) {
         s[p] = expf(s[p] - mx);
         sum += s[p];
     }
-    const float inv = (float)(1.0 / sum);
-    for (int p = 0; p < n; p++) s[p] *= inv;
+    const float c = mo == -INFINITY ? 0.0f : expf(mo - mx);
+    *l = *l * c + sum;
+    *m = mx;
+    return c;
 }
 
 void eng_swiglu_ref(const float *g, const float *u, float *out, int64_t n) {

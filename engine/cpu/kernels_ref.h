@@ -13,7 +13,7 @@ float eng_kv_dot_f32_ref(const float *q, const void *k, int n);
 float eng_kv_dot_f16_ref(const float *q, const void *k, int n);
 void eng_kv_axpy_f32_ref(float *acc, float w, const void *v, int n);
 void eng_kv_axpy_f16_ref(float *acc, float w, const void *v, int n);
-void eng_softmax_ref(float *s, int n, float scale);
+float eng_softmax_tile_ref(float *s, int n, float scale, float *m, double *l);
 void eng_swiglu_ref(const float *g, const float *u, float *out, int64_t n);
 void eng_mul_sigmoid_ref(float *x, const float *g, int64_t n);
 void eng_silu_ref(const float *x, float *out, int64_t n);

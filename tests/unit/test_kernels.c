@@ -353,11 +353,28 @@ static void test_q8_0_activation_rounds_half_to_even(void **state) {
     assert_true(eng_f16_to_f32(b1.s) == eng_f16_to_f32(eng_f32_to_f16((float)sum * eng_f16_to_f32(b1.d))));
 }
 
-/* The fast softmax, SwiGLU and sigmoid gate (polynomial exp) stay within a few ulp of the libm
- * references, over odd lengths, extreme inputs and a -inf score, and give the same bits on a
- * second call (they must be deterministic for batch invariance). */
+/* Attention's online softmax over a row of n scores in tiles of T: each tile's weights, scaled by
+ * the factors of the tiles after it, over the final sum. */
+static double softmax_tiles(eng_softmax_tile_fn f, const float *a, float *w, int n, int T) {
+    float m = -INFINITY;
+    double l = 0;
+    for (int p0 = 0; p0 < n; p0 += T) {
+        const int k = n - p0 < T ? n - p0 : T;
+        memcpy(w + p0, a + p0, sizeof(float) * (size_t)k);
+        const float c = f(w + p0, k, 0.125f, &m, &l);
+        if (p0 == 0) assert_true(c == 0.0f);
+        for (int p = 0; p < p0; p++) w[p] *= c;
+    }
+    for (int p = 0; p < n; p++) w[p] = (float)(w[p] / l);
+    return l;
+}
+
+/* The fast online softmax, SwiGLU and sigmoid gate (polynomial exp) stay within a few ulp of the
+ * libm references, over odd lengths, extreme inputs and a -inf score, and give the same bits on a
+ * second call (they must be deterministic for batch invariance); the softmax read tile by tile
+ * equals the softmax of the whole row. */
 static void exp_ops_check(void) {
-    const eng_softmax_fn sm = eng_softmax_best(false), sm_ref = eng_softmax_best(true);
+    const eng_softmax_tile_fn sm = eng_softmax_tile_best(false), sm_ref = eng_softmax_tile_best(true);
     const eng_swiglu_fn sw = eng_swiglu_best(false), sw_ref = eng_swiglu_best(true);
     const eng_mul_sigmoid_fn ms = eng_mul_sigmoid_best(false), ms_ref = eng_mul_sigmoid_best(true);
     const eng_silu_fn si = eng_silu_best(false), si_ref = eng_silu_best(true);
@@ -370,16 +387,22 @@ static void exp_ops_check(void) {
             u[i] = tu_randn(&s);
         }
         if (n > 5) a[5] = -INFINITY; /* a masked-out score */
-        memcpy(b, a, sizeof(float) * (size_t)n);
-        memcpy(c, a, sizeof(float) * (size_t)n);
-        sm(b, n, 0.125f);
-        sm_ref(c, n, 0.125f);
-        for (int i = 0; i < n; i++)
-            if (fabsf(b[i] - c[i]) > 4e-7f * c[i] + 1e-30f)
-                fail_msg("softmax n=%d [%d]: %.9g, reference %.9g", n, i, (double)b[i], (double)c[i]);
-        memcpy(d, a, sizeof(float) * (size_t)n);
-        sm(d, n, 0.125f);
-        assert_memory_equal(b, d, sizeof(float) * (size_t)n);
+        double mx = -INFINITY, sum = 0;
+        for (int i = 0; i < n; i++) mx = 0.125 * a[i] > mx ? 0.125 * a[i] : mx;
+        for (int i = 0; i < n; i++) sum += exp(0.125 * a[i] - mx);
+        for (int T = 256; T >= 37; T -= 219) {
+            const double l = softmax_tiles(sm, a, b, n, T), l_ref = softmax_tiles(sm_ref, a, c, n, T);
+            assert_true(fabs(l - l_ref) <= 1e-6 * l_ref);
+            for (int i = 0; i < n; i++) {
+                if (fabsf(b[i] - c[i]) > 1e-6f * c[i] + 1e-30f)
+                    fail_msg("softmax n=%d T=%d [%d]: %.9g, reference %.9g", n, T, i, (double)b[i], (double)c[i]);
+                const double want = exp(0.125 * a[i] - mx) / sum;
+                if (fabs(c[i] - want) > 4e-6 * want + 1e-30)
+                    fail_msg("tiled softmax n=%d T=%d [%d]: %.9g, whole row %.9g", n, T, i, (double)c[i], want);
+            }
+            softmax_tiles(sm, a, d, n, T);
+            assert_memory_equal(b, d, sizeof(float) * (size_t)n);
+        }
         for (int i = 0; i < n; i++) a[i] = isinf(a[i]) ? -90.0f : a[i] * 3.0f; /* silu and sigmoid of large |x| */
         sw(a, u, b, n);
         sw_ref(a, u, c, n);
