@@ -346,6 +346,14 @@ static const float *widen_q8_0(const uint8_t *rows, size_t stride, int n, int hd
     return out;
 }
 
+/* Floats of attention scratch per query row: its running sum (a double), running maximum, one
+ * block's scores, the query and the accumulator. */
+static size_t attn_row_floats(int blk_size, int hd) { return 3 + (size_t)blk_size + 2 * (size_t)hd; }
+
+static void scale_row(float *x, int n, float c) {
+    for (int e = 0; e < n; e++) x[e] *= c;
+}
+
 /* One work item is a cluster of consecutive tokens and a KV head with its group of query heads.
  * The cache is read one block (blk_size rows) at a time in position order, with an online
  * softmax: each query row keeps a running maximum and sum, and its weighted sum of V rows is
@@ -364,9 +372,8 @@ static void attn_heads(void *arg, int ith, int nth) {
     const int hd = a->hd, kv_dim = a->n_head_kv * hd, G = a->n_head / a->n_head_kv, B = a->blk_size, CL = at->cluster;
     const int n_cl = (a->n_tok + CL - 1) / CL, R = CL * G; /* a cluster's query rows */
     const int64_t total = (int64_t)n_cl * a->n_head_kv;
-    /* per query row: running sum (a double), running maximum, one block's scores, the query and
-     * the accumulator; one block's K and V rows widened to floats, [B][hd] each */
-    float *sc = thread_scratch(at->c, ith, (size_t)R * (3 + (size_t)B + 2 * (size_t)hd) + 2 * (size_t)B * hd);
+    /* the query rows' scratch, then one block's K and V rows widened to floats, [B][hd] each */
+    float *sc = thread_scratch(at->c, ith, (size_t)R * attn_row_floats(B, hd) + 2 * (size_t)B * hd);
     if (!sc) return;
     double *lsum = (double *)(void *)sc;
     float *mx = sc + 2 * (size_t)R, *st = mx + R, *qc = st + (size_t)R * B, *acc = qc + (size_t)R * hd;
@@ -407,25 +414,22 @@ static void attn_heads(void *arg, int ith, int nth) {
                 const uint8_t *kb = kv_block(a, a->k, t0 + j, ib, kvh), *vb = kv_block(a, a->v, t0 + j, ib, kvh);
                 const int r0 = j * G, nr = (j1 - j) * G;
                 float *s = st + (size_t)r0 * B, *ac = acc + (size_t)r0 * hd;
-                if (kdots_w && j1 - j >= min_run)
+                const bool shared = j1 - j >= min_run;
+                if (kdots_w && shared)
                     kdots_w(qc + (size_t)r0 * hd, (size_t)hd, nr,
                             q8 ? widen_q8_0(kb, row, n, hd, wk) : widen(kb, row, n, hd, wk), (size_t)hd * 4, n, hd, s,
                             (size_t)B);
                 else kdots(qc + (size_t)r0 * hd, (size_t)hd, nr, kb, row, n, hd, s, (size_t)B);
                 for (int r = r0; r < r0 + nr; r++) {
                     const float c = softmax(st + (size_t)r * B, n, a->scale, mx + r, lsum + r);
-                    if (c != 1.0f)
-                        for (int e = 0; e < hd; e++) acc[(size_t)r * hd + e] *= c;
+                    if (c != 1.0f) scale_row(acc + (size_t)r * hd, hd, c);
                 }
-                if (vmix_w && j1 - j >= min_run)
+                if (vmix_w && shared)
                     vmix_w(ac, (size_t)hd, nr, s, (size_t)B,
                            q8 ? widen_q8_0(vb, row, n, hd, wv) : widen(vb, row, n, hd, wv), (size_t)hd * 4, n, hd);
                 else vmix(ac, (size_t)hd, nr, s, (size_t)B, vb, row, n, hd);
             }
-        for (int r = 0; r < m * G; r++) {
-            const float inv = (float)(1.0 / lsum[r]);
-            for (int e = 0; e < hd; e++) acc[(size_t)r * hd + e] *= inv;
-        }
+        for (int r = 0; r < m * G; r++) scale_row(acc + (size_t)r * hd, hd, (float)(1.0 / lsum[r]));
         for (int j = 0; j < m; j++)
             memcpy(a->out + (size_t)(t0 + j) * a->ldo + (size_t)kvh * G * hd, acc + (size_t)j * G * hd,
                    (size_t)G * hd * sizeof(float));
@@ -438,7 +442,7 @@ static void cpu_attention(eng_backend *be, const eng_attn_args *a) {
     /* Clusters of up to 32 tokens (each block's K and V rows read once per cluster), fewer where a
      * thread's rows would pass 1 MB or the threads would get under two work items each (a cluster
      * is one thread's work for a KV head). */
-    const size_t per_tok = (size_t)(a->n_head / a->n_head_kv) * ((size_t)a->blk_size + 2 * (size_t)a->hd + 3);
+    const size_t per_tok = (size_t)(a->n_head / a->n_head_kv) * attn_row_floats(a->blk_size, a->hd);
     int cl = 32;
     while (cl > 1 && ((size_t)cl * per_tok > ((size_t)1 << 18) ||
                       (int64_t)((a->n_tok + cl - 1) / cl) * a->n_head_kv < 2 * (int64_t)c->n_threads))
