@@ -310,19 +310,23 @@ static inline const uint8_t *kv_block(const eng_attn_args *a, const void *base, 
     return (const uint8_t *)base + (size_t)blk * a->blk_size * row + eng_row_size(a->kv_type, (int64_t)kvh * a->hd);
 }
 
-/* The run of cluster tokens j.. (tokens t0 + j..) that read the same cache block at index ib
- * with the same number of rows in range (*n; 0 or less: token j does not reach the block):
- * returns its end. */
+/* Rows of the cache block at index ib that token t reads (0 or less: none). */
+static inline int rows_in(const eng_attn_args *a, int t, int ib) {
+    const int n = a->pos[t] + 1 - ib * a->blk_size;
+    return n < a->blk_size ? n : a->blk_size;
+}
+
+/* The run of cluster tokens j.. (tokens t0 + j..) whose block tables hold the same cache block
+ * at index ib and that read some of its rows: returns its end; *n is the most rows any of them
+ * reads (0 or less: token j reads none, the run is j alone). */
 static int block_run(const eng_attn_args *a, int t0, int m, int j, int ib, int *n) {
-    const int B = a->blk_size, p0 = ib * B;
-#define ROWS_IN(t) (a->pos[t] + 1 - p0 < B ? a->pos[t] + 1 - p0 : B)
 #define BLOCK(t) a->blk_table[(size_t)a->seq[t] * a->blk_stride + ib]
-    *n = ROWS_IN(t0 + j);
+    *n = rows_in(a, t0 + j, ib);
     int j1 = j + 1;
     if (*n > 0)
-        while (j1 < m && ROWS_IN(t0 + j1) == *n && BLOCK(t0 + j1) == BLOCK(t0 + j)) j1++;
+        for (; j1 < m && rows_in(a, t0 + j1, ib) > 0 && BLOCK(t0 + j1) == BLOCK(t0 + j); j1++)
+            if (rows_in(a, t0 + j1, ib) > *n) *n = rows_in(a, t0 + j1, ib);
 #undef BLOCK
-#undef ROWS_IN
     return j1;
 }
 
@@ -358,11 +362,12 @@ static void scale_row(float *x, int n, float c) {
  * The cache is read one block (blk_size rows) at a time in position order, with an online
  * softmax: each query row keeps a running maximum and sum, and its weighted sum of V rows is
  * rescaled when the maximum moves. No row of all scores is kept, so a cluster's size does not
- * shrink with depth. Within the cluster, tokens whose block tables hold the same cache block at
- * the same index, with the same number of rows in range, are scored and mixed together: the
- * block's K and V rows are read and converted once for all of them (sequences sharing a prompt
- * prefix by reference, and a prompt piece's tokens over its full earlier blocks), and for each
- * token once for its group of query heads (4 per KV head in Qwen3-4B). The kernels' arithmetic
+ * shrink with depth. Within the cluster, consecutive tokens whose block tables hold the same
+ * cache block at the same index share it: the block's K and V rows are read and converted once
+ * for all of them (sequences sharing a prompt prefix by reference, and a prompt piece's tokens
+ * over its earlier blocks and the block holding their own positions), and each run of them with
+ * the same number of rows in range is scored and mixed together, so each row is read once per
+ * token for its group of query heads (4 per KV head in Qwen3-4B). The kernels' arithmetic
  * per (head, row) does not depend on how many heads they get, and every token's tiles are the
  * cache blocks, in position order, so each token's result is the same bits in any cluster: batch
  * invariance holds. */
@@ -372,12 +377,14 @@ static void attn_heads(void *arg, int ith, int nth) {
     const int hd = a->hd, kv_dim = a->n_head_kv * hd, G = a->n_head / a->n_head_kv, B = a->blk_size, CL = at->cluster;
     const int n_cl = (a->n_tok + CL - 1) / CL, R = CL * G; /* a cluster's query rows */
     const int64_t total = (int64_t)n_cl * a->n_head_kv;
-    /* the query rows' scratch, then one block's K and V rows widened to floats, [B][hd] each */
-    float *sc = thread_scratch(at->c, ith, (size_t)R * attn_row_floats(B, hd) + 2 * (size_t)B * hd);
+    /* the query rows' scratch, then one block's K and V rows widened to floats: K transposed in
+     * panels (B rounded up to ENG_KT_PANEL positions), V [B][hd] */
+    const size_t wk_floats = (size_t)(B + ENG_KT_PANEL - 1) / ENG_KT_PANEL * ENG_KT_PANEL * hd;
+    float *sc = thread_scratch(at->c, ith, (size_t)R * attn_row_floats(B, hd) + wk_floats + (size_t)B * hd);
     if (!sc) return;
     double *lsum = (double *)(void *)sc;
     float *mx = sc + 2 * (size_t)R, *st = mx + R, *qc = st + (size_t)R * B, *acc = qc + (size_t)R * hd;
-    float *wk = acc + (size_t)R * hd, *wv = wk + (size_t)B * hd;
+    float *wk = acc + (size_t)R * hd, *wv = wk + wk_floats;
     /* a Q8_0 block is always dequantized first and scored and mixed by the F32 kernels; in its
      * place the kernels read the rows as stored */
     const bool q8 = a->kv_type == ENG_TYPE_Q8_0;
@@ -386,8 +393,9 @@ static void attn_heads(void *arg, int ith, int nth) {
     /* a block that several tokens read is widened once, so the kernels' inner loops skip the
      * conversion (the same values: the same bits) */
     const bool f16 = a->kv_type == ENG_TYPE_F16;
-    const eng_kv_dots_fn kdots_w = f16 ? eng_kv_dots_widened(at->c->exact) : q8 ? kdots : NULL;
-    const eng_kv_mix_fn vmix_w = f16 ? eng_kv_mix_widened(at->c->exact) : q8 ? vmix : NULL;
+    const eng_kv_widen_kt_fn widen_kt = f16 ? eng_kv_widen_kt(at->c->exact) : NULL;
+    const eng_kv_dots_fn kdots_w = f16 && widen_kt ? eng_kv_dots_widened(at->c->exact) : q8 ? kdots : NULL;
+    const eng_kv_mix_fn vmix_w = f16 && widen_kt ? eng_kv_mix_widened(at->c->exact) : q8 ? vmix : NULL;
     const int min_run = q8 ? 1 : 2; /* tokens that share a block before it is widened */
     const eng_softmax_tile_fn softmax = eng_softmax_tile_best(at->c->exact);
     const size_t row = eng_row_size(a->kv_type, kv_dim);
@@ -408,26 +416,39 @@ static void attn_heads(void *arg, int ith, int nth) {
         }
         memset(acc, 0, (size_t)m * G * hd * sizeof(float));
         for (int ib = 0; ib < n_blk; ib++)
-            for (int j = 0, j1, n; j < m; j = j1) {
-                j1 = block_run(a, t0, m, j, ib, &n);
-                if (n <= 0) continue;
+            for (int j = 0, j1, nw; j < m; j = j1) {
+                j1 = block_run(a, t0, m, j, ib, &nw);
+                if (nw <= 0) continue;
                 const uint8_t *kb = kv_block(a, a->k, t0 + j, ib, kvh), *vb = kv_block(a, a->v, t0 + j, ib, kvh);
-                const int r0 = j * G, nr = (j1 - j) * G;
-                float *s = st + (size_t)r0 * B, *ac = acc + (size_t)r0 * hd;
-                const bool shared = j1 - j >= min_run;
-                if (kdots_w && shared)
-                    kdots_w(qc + (size_t)r0 * hd, (size_t)hd, nr,
-                            q8 ? widen_q8_0(kb, row, n, hd, wk) : widen(kb, row, n, hd, wk), (size_t)hd * 4, n, hd, s,
-                            (size_t)B);
-                else kdots(qc + (size_t)r0 * hd, (size_t)hd, nr, kb, row, n, hd, s, (size_t)B);
-                for (int r = r0; r < r0 + nr; r++) {
-                    const float c = softmax(st + (size_t)r * B, n, a->scale, mx + r, lsum + r);
-                    if (c != 1.0f) scale_row(acc + (size_t)r * hd, hd, c);
+                /* a block several tokens read is widened once, its rows up to the furthest any of
+                 * them reads; each token then scores and mixes its own rows of it */
+                const bool shared = kdots_w && j1 - j >= min_run;
+                size_t kst = row, vst = row;
+                const void *kr = kb, *vr = vb;
+                if (shared) {
+                    if (q8) {
+                        kr = widen_q8_0(kb, row, nw, hd, wk);
+                        kst = (size_t)hd * 4;
+                    } else {
+                        widen_kt(kb, row, nw, hd, wk);
+                        kr = wk;
+                        kst = ENG_KT_PANEL * sizeof(float);
+                    }
+                    vr = q8 ? widen_q8_0(vb, row, nw, hd, wv) : widen(vb, row, nw, hd, wv);
+                    vst = (size_t)hd * 4;
                 }
-                if (vmix_w && shared)
-                    vmix_w(ac, (size_t)hd, nr, s, (size_t)B,
-                           q8 ? widen_q8_0(vb, row, n, hd, wv) : widen(vb, row, n, hd, wv), (size_t)hd * 4, n, hd);
-                else vmix(ac, (size_t)hd, nr, s, (size_t)B, vb, row, n, hd);
+                for (int u = j, u1; u < j1; u = u1) { /* tokens reading the same rows */
+                    const int n = rows_in(a, t0 + u, ib);
+                    for (u1 = u + 1; u1 < j1 && rows_in(a, t0 + u1, ib) == n;) u1++;
+                    const int r0 = u * G, nr = (u1 - u) * G;
+                    float *sr = st + (size_t)r0 * B, *ac = acc + (size_t)r0 * hd;
+                    (shared ? kdots_w : kdots)(qc + (size_t)r0 * hd, (size_t)hd, nr, kr, kst, n, hd, sr, (size_t)B);
+                    for (int r = r0; r < r0 + nr; r++) {
+                        const float c = softmax(st + (size_t)r * B, n, a->scale, mx + r, lsum + r);
+                        if (c != 1.0f) scale_row(acc + (size_t)r * hd, hd, c);
+                    }
+                    (shared ? vmix_w : vmix)(ac, (size_t)hd, nr, sr, (size_t)B, vr, vst, n, hd);
+                }
             }
         for (int r = 0; r < m * G; r++) scale_row(acc + (size_t)r * hd, hd, (float)(1.0 / lsum[r]));
         for (int j = 0; j < m; j++)

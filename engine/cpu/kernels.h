@@ -134,11 +134,16 @@ typedef void (*eng_kv_mix_fn)(float *acc, size_t la, int G, const float *w, size
                               int hd);
 eng_kv_dots_fn eng_kv_dots_best(int kv_type, bool exact);
 eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact);
-/* The same kernels for rows of an F16 cache already widened to floats (eng_f16_to_f32_row; k and
- * v then point at floats, kst and vst are their strides in bytes): the same bits as
+/* The same kernels for rows of an F16 cache already widened to floats: the same bits as
  * eng_kv_dots_best / eng_kv_mix_best over the halves, with no conversion in the inner loops, for
- * a block that many query heads read. NULL where there is no such kernel (then widening gains
- * nothing: use the F16 ones). */
+ * a block that many query heads read. V is widened row by row (eng_f16_to_f32_row; v points at
+ * floats, vst is the row stride in bytes); K by the widen_kt function, transposed into panels of
+ * ENG_KT_PANEL positions, [n rounded up to the panel][hd][ENG_KT_PANEL] floats (the padding
+ * zero), and k points at them (kst is not read). NULL where there is no such kernel (then
+ * widening gains nothing: use the F16 ones). */
+#define ENG_KT_PANEL 64
+typedef void (*eng_kv_widen_kt_fn)(const void *k, size_t kst, int n, int hd, float *out);
+eng_kv_widen_kt_fn eng_kv_widen_kt(bool exact);
 eng_kv_dots_fn eng_kv_dots_widened(bool exact);
 /* The kernels for a Q8_0 cache's rows once widened to floats: the grouped kernels over floats
  * (AVX2), apart from the F32 cache's own (eval keeps its bits). */

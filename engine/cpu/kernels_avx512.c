@@ -409,79 +409,147 @@ static DP_ALWAYS_INLINE __m512 kv_row16(bool wide, const uint8_t *r, int d) {
                 : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 2 * (size_t)d)));
 }
 
-/* Up to 4 heads (gn) against 4 rows (missing rows: pass np < 4; their lanes are dropped). */
-static DP_ALWAYS_INLINE void dots_4x4(bool wide, const float *q, size_t lq, int gn, const uint8_t *k,
-                                                           size_t kst, int np, int hd, float *s, size_t ls) {
-    __m512 acc[4][4]; /* [head][row]; heads past gn stay zero for the reduction */
-    for (int g = 0; g < 4; g++)
-        for (int j = 0; j < 4; j++) acc[g][j] = _mm512_setzero_ps();
-    for (int d = 0; d < hd; d += 16) {
-        __m512 kv[4];
-        for (int j = 0; j < 4; j++)
-            kv[j] = j < np ? kv_row16(wide, k + (size_t)j * kst, d) : _mm512_setzero_ps();
-        for (int g = 0; g < gn; g++) {
-            const __m512 qv = _mm512_loadu_ps(q + (size_t)g * lq + d);
-            for (int j = 0; j < 4; j++) acc[g][j] = _mm512_fmadd_ps(qv, kv[j], acc[g][j]);
-        }
-    }
-    const __m512 sums = sum16(&acc[0][0]); /* lane 4g + j */
-    const __mmask8 m = (__mmask8)((1u << np) - 1);
-    for (int g = 0; g < gn; g++) {
-        const __m128 r = g == 0 ? _mm512_castps512_ps128(sums) : g == 1 ? _mm512_extractf32x4_ps(sums, 1)
-                       : g == 2 ? _mm512_extractf32x4_ps(sums, 2) : _mm512_extractf32x4_ps(sums, 3);
-        _mm_mask_storeu_ps(s + (size_t)g * ls, m, r);
+/* Scores are computed with the positions across the lanes: each score is one chain of fmas
+ * over d = 0 .. hd - 1 in order, and K is read transposed, [hd][ld] floats, so a vector holds one
+ * dimension of 16 positions. No lane sums are reduced at the end (a 4 x 4 block of lane sums
+ * costs a quarter of its fmas again in shuffles and adds), and a query value is broadcast once
+ * for up to 64 positions. Every path (a block widened once for many tokens, or a decode step's
+ * rows converted a chunk at a time) runs the same chains: the same bits. */
+
+/* F16 rows p0 .. p0 + 15 (those past n zero) of hd values, stride bytes apart, into the
+ * transposed floats out[d * ld + p - p0]. */
+static DP_ALWAYS_INLINE void widen_t16(const uint8_t *rows, size_t stride, int p0, int n, int hd, float *out, size_t ld) {
+    for (int d0 = 0; d0 < hd; d0 += 16) {
+        __m512i v[16];
+        for (int i = 0; i < 16; i++)
+            v[i] = p0 + i < n ? _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256(
+                                    (const __m256i *)(rows + (size_t)(p0 + i) * stride + 2 * (size_t)d0))))
+                              : _mm512_setzero_si512();
+        eng_transpose16(v);
+        for (int i = 0; i < 16; i++) _mm512_storeu_ps(out + (size_t)(d0 + i) * ld, _mm512_castsi512_ps(v[i]));
     }
 }
 
-static DP_ALWAYS_INLINE void kv_dots(bool wide, const float *q, size_t lq, int G, const void *k,
-                                                          size_t kst, int n, int hd, float *s, size_t ls) {
+void eng_kv_widen_kt_f16_avx512(const void *k, size_t kst, int n, int hd, float *out) {
     const uint8_t *kb = k;
-    if (hd % 16) { /* not a model shape seen so far: one head, one row at a time, scalar order */
+    const int W = ENG_KT_PANEL;
+    if (hd % 16) {
+        for (int p = 0; p < (n + W - 1) / W * W; p++)
+            for (int d = 0; d < hd; d++)
+                out[(size_t)(p / W) * W * hd + (size_t)d * W + p % W] =
+                    p < n ? _cvtsh_ss(((const uint16_t *)(const void *)(kb + (size_t)p * kst))[d]) : 0.0f;
+        return;
+    }
+    for (int p0 = 0; p0 < (n + W - 1) / W * W; p0 += 16) {
+        if (p0 % KV_CHUNK == 0) eng_prefetch_kv(kb, kst, p0, KV_CHUNK, n, (size_t)hd * 2);
+        widen_t16(kb, kst, p0, n, hd, out + (size_t)(p0 / W) * W * hd + p0 % W, (size_t)W);
+    }
+}
+
+/* Scores of RT query rows (q, rows lq floats apart) against the positions of PV vectors of a
+ * transposed K (kt, [hd][ld]); the last vector's lanes from position np on are not stored. */
+static DP_ALWAYS_INLINE void dots_tile(const float *q, size_t lq, int RT, const float *kt, size_t ld, int PV, int np,
+                                       int hd, float *s, size_t ls) {
+    __m512 acc[6][4];
+    for (int r = 0; r < RT; r++)
+        for (int v = 0; v < PV; v++) acc[r][v] = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d++) {
+        __m512 kv[4];
+        for (int v = 0; v < PV; v++) kv[v] = _mm512_loadu_ps(kt + (size_t)d * ld + 16 * v);
+        for (int r = 0; r < RT; r++) {
+            const __m512 qb = _mm512_set1_ps(q[(size_t)r * lq + d]);
+            for (int v = 0; v < PV; v++) acc[r][v] = _mm512_fmadd_ps(qb, kv[v], acc[r][v]);
+        }
+    }
+    const __mmask16 last = (__mmask16)(np - 16 * (PV - 1) >= 16 ? 0xFFFF : (1u << (np - 16 * (PV - 1))) - 1);
+    for (int r = 0; r < RT; r++)
+        for (int v = 0; v < PV; v++)
+            _mm512_mask_storeu_ps(s + (size_t)r * ls + 16 * v, v == PV - 1 ? last : 0xFFFF, acc[r][v]);
+}
+
+/* Rows in tiles of 6 (specialized per count, so the 24 accumulators stay in registers) against
+ * np <= 16 PV positions. */
+static DP_ALWAYS_INLINE void dots_rows(const float *q, size_t lq, int G, const float *kt, size_t ld, int PV, int np,
+                                       int hd, float *s, size_t ls) {
+    for (int r0 = 0; r0 < G; r0 += 6) {
+        const float *qr = q + (size_t)r0 * lq;
+        float *sr = s + (size_t)r0 * ls;
+        switch (G - r0 < 6 ? G - r0 : 6) {
+        case 1: dots_tile(qr, lq, 1, kt, ld, PV, np, hd, sr, ls); break;
+        case 2: dots_tile(qr, lq, 2, kt, ld, PV, np, hd, sr, ls); break;
+        case 3: dots_tile(qr, lq, 3, kt, ld, PV, np, hd, sr, ls); break;
+        case 4: dots_tile(qr, lq, 4, kt, ld, PV, np, hd, sr, ls); break;
+        case 5: dots_tile(qr, lq, 5, kt, ld, PV, np, hd, sr, ls); break;
+        default: dots_tile(qr, lq, 6, kt, ld, PV, np, hd, sr, ls); break;
+        }
+    }
+}
+
+/* Scores against a transposed K of n positions in panels of W (16, 32 or 64) positions,
+ * [panel][hd][W] floats: a panel (32 KB for a 128-wide head) is contiguous, so it stays in L1
+ * while every row tile passes over it (rows of one transposed [hd][n] array 1 KB apart would
+ * fall into a quarter of L1's sets). s rows ls apart. */
+static void dots_t(const float *q, size_t lq, int G, const float *kt, int W, int n, int hd, float *s, size_t ls) {
+    if (hd % 16) { /* not a model shape seen so far: the same chains, one score at a time */
         for (int g = 0; g < G; g++)
             for (int p = 0; p < n; p++) {
                 float a = 0;
-                const uint8_t *r = kb + (size_t)p * kst;
-                for (int d = 0; d < hd; d++)
-                    a += q[(size_t)g * lq + d] * (wide ? ((const float *)(const void *)r)[d] : _cvtsh_ss(((const uint16_t *)(const void *)r)[d]));
+                for (int d = 0; d < hd; d++) a = fmaf(q[(size_t)g * lq + d], kt[(size_t)(p / W) * W * hd + (size_t)d * W + p % W], a);
                 s[(size_t)g * ls + p] = a;
             }
         return;
     }
-    /* rows in chunks that stay in L1 while every group of heads passes over them (a cache block
-     * is 256 rows, 128 KB widened: from L2 once per chunk instead of once per group); each score
-     * is still one dots_4x4 over the same 4 rows */
-    for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
-        const int p1 = n - p0 < KV_CHUNK ? n : p0 + KV_CHUNK;
-        if (!wide) eng_prefetch_kv(kb, kst, p0, KV_CHUNK, n, (size_t)hd * 2);
-        for (int g0 = 0; g0 < G; g0 += 4) {
-            const int gn = G - g0 < 4 ? G - g0 : 4;
-            for (int p = p0; p < p1; p += 4) {
-                const int np = p1 - p < 4 ? p1 - p : 4;
-                const float *qg = q + (size_t)g0 * lq;
-                float *sg = s + (size_t)g0 * ls + p;
-                switch (gn) { /* specialized so the accumulators stay in registers */
-                case 1: dots_4x4(wide, qg, lq, 1, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
-                case 2: dots_4x4(wide, qg, lq, 2, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
-                case 3: dots_4x4(wide, qg, lq, 3, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
-                default: dots_4x4(wide, qg, lq, 4, kb + (size_t)p * kst, kst, np, hd, sg, ls); break;
-                }
-            }
+    for (int p0 = 0; p0 < n; p0 += W) {
+        const int np = n - p0 < W ? n - p0 : W;
+        const float *kp = kt + (size_t)p0 * hd;
+        switch ((np + 15) / 16) {
+        case 1: dots_rows(q, lq, G, kp, (size_t)W, 1, np, hd, s + p0, ls); break;
+        case 2: dots_rows(q, lq, G, kp, (size_t)W, 2, np, hd, s + p0, ls); break;
+        case 3: dots_rows(q, lq, G, kp, (size_t)W, 3, np, hd, s + p0, ls); break;
+        default: dots_rows(q, lq, G, kp, (size_t)W, 4, np, hd, s + p0, ls); break;
         }
     }
 }
 
+/* F16 rows as stored: converted and transposed a chunk of positions at a time into 32 KB on
+ * the stack (64 positions of a 128-wide head, 32 of a 256-wide one) and scored by the same
+ * chains as a widened block. */
+#define KT_STACK 8192
 void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
-    kv_dots(false, q, lq, G, k, kst, n, hd, s, ls);
-}
-void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
-    kv_dots(true, q, lq, G, k, kst, n, hd, s, ls);
+    alignas(64) float kt[KT_STACK];
+    const uint8_t *kb = k;
+    int ch = hd > 0 ? KT_STACK / hd / 16 * 16 : 0;
+    ch = ch < ENG_KT_PANEL ? ch : ENG_KT_PANEL;
+    if (ch == 0 || hd % 16) { /* the scalar chains, K read in place */
+        for (int g = 0; g < G; g++)
+            for (int p = 0; p < n; p++) {
+                float a = 0;
+                for (int d = 0; d < hd; d++)
+                    a = fmaf(q[(size_t)g * lq + d], _cvtsh_ss(((const uint16_t *)(const void *)(kb + (size_t)p * kst))[d]), a);
+                s[(size_t)g * ls + p] = a;
+            }
+        return;
+    }
+    for (int p0 = 0; p0 < n; p0 += ch) {
+        const int np = n - p0 < ch ? n - p0 : ch;
+        eng_prefetch_kv(kb, kst, p0, ch, n, (size_t)hd * 2);
+        for (int i = 0; i < np; i += 16) widen_t16(kb + (size_t)p0 * kst, kst, i, np, hd, kt + i, (size_t)ch);
+        dots_t(q, lq, G, kt, ch, np, hd, s + p0, ls);
+    }
 }
 
-/* acc_g += sum_p w_g[p] v_p over 64 dims (nz vectors of 16) for up to 4 heads: per element the
- * fmas of the one-head kernel, in row order. */
+/* K widened by eng_kv_widen_kt_f16_avx512 (kst is not read: the panels are ENG_KT_PANEL wide) */
+void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
+    (void)kst;
+    dots_t(q, lq, G, k, ENG_KT_PANEL, n, hd, s, ls);
+}
+
+/* acc_g += sum_p w_g[p] v_p over 64 dims (nz vectors of 16) for up to 6 heads: per element the
+ * fmas of the one-head kernel, in row order. Six heads keep 24 accumulators in registers, so a
+ * row's 4 vectors are loaded once per 24 fmas. */
 static DP_ALWAYS_INLINE void mix_4(bool wide, float *acc, size_t la, int gn, const float *w, size_t lw,
                                                         const uint8_t *v, size_t vst, int n, int nz) {
-    __m512 a[4][4];
+    __m512 a[6][4];
     for (int g = 0; g < gn; g++)
         for (int z = 0; z < nz; z++) a[g][z] = _mm512_loadu_ps(acc + (size_t)g * la + 16 * z);
     for (int p = 0; p < n; p++) {
@@ -514,8 +582,8 @@ static DP_ALWAYS_INLINE void kv_mix(bool wide, float *acc, size_t la, int G, con
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
         const int np = n - p0 < KV_CHUNK ? n - p0 : KV_CHUNK;
         if (!wide) eng_prefetch_kv(vb, vst, p0, KV_CHUNK, n, (size_t)hd * 2);
-        for (int g0 = 0; g0 < G; g0 += 4) {
-            const int gn = G - g0 < 4 ? G - g0 : 4;
+        for (int g0 = 0; g0 < G; g0 += 6) {
+            const int gn = G - g0 < 6 ? G - g0 : 6;
             for (int d0 = 0; d0 < hd; d0 += 64) {
                 const int nz = (hd - d0) / 16 < 4 ? (hd - d0) / 16 : 4;
                 float *ag = acc + (size_t)g0 * la + d0;
@@ -527,7 +595,9 @@ static DP_ALWAYS_INLINE void kv_mix(bool wide, float *acc, size_t la, int G, con
                 case 1: MIX(1); break;
                 case 2: MIX(2); break;
                 case 3: MIX(3); break;
-                default: MIX(4); break;
+                case 4: MIX(4); break;
+                case 5: MIX(5); break;
+                default: MIX(6); break;
                 }
 #undef MIX
             }

@@ -280,6 +280,14 @@ eng_kv_mix_fn eng_kv_mix_q8_0(bool exact) {
     return eng_kv_mix_best(ENG_TYPE_F32, exact);
 }
 
+eng_kv_widen_kt_fn eng_kv_widen_kt(bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx512()) return eng_kv_widen_kt_f16_avx512;
+#endif
+    (void)exact;
+    return NULL;
+}
+
 eng_kv_dots_fn eng_kv_dots_widened(bool exact) {
 #ifdef DP_HAVE_X86
     if (!exact && !g_force_scalar && have_avx512()) return eng_kv_dots_f16w_avx512;

@@ -441,7 +441,7 @@ static void test_exp_ops_match_reference(void **state) {
 static void grouped_attention_check(void) {
     const int hds[] = {128, 80, 64, 24, 20};
     const int types[] = {ENG_TYPE_F16, ENG_TYPE_F32};
-    enum { NMAX = 37, GMAX = 6, HMAX = 128 };
+    enum { NMAX = 77, GMAX = 6, HMAX = 128 };
     float q[GMAX * HMAX], kf[NMAX * HMAX], w[GMAX * NMAX];
     uint16_t kh[NMAX * HMAX];
     uint64_t r = 99;
@@ -488,14 +488,30 @@ static void grouped_attention_check(void) {
                     if (memcmp(a1, a + g * hd, (size_t)hd * sizeof(float)))
                         fail_msg("mix type %d hd %d: head %d differs alone from in a group of %d", type, hd, g, G);
                 }
-                /* an F16 block widened to floats first: the same bits */
+                /* an F16 block widened to floats first (K transposed, V row by row): the same bits */
                 const eng_kv_dots_fn wdots = eng_kv_dots_widened(false);
                 const eng_kv_mix_fn wmix = eng_kv_mix_widened(false);
-                if (type != ENG_TYPE_F16 || !wdots || !wmix) continue;
-                float kw[NMAX * HMAX], sw[GMAX * NMAX], aw[GMAX * HMAX] = {0};
+                const eng_kv_widen_kt_fn widen_kt = eng_kv_widen_kt(false);
+                if (type != ENG_TYPE_F16 || !wdots || !wmix || !widen_kt) continue;
+                enum { W = ENG_KT_PANEL, NP = (NMAX + W - 1) / W * W };
+                float kw[NMAX * HMAX], kt[HMAX * NP], sw[GMAX * NMAX], aw[GMAX * HMAX] = {0};
                 for (int p = 0; p < NMAX; p++) eng_f16_to_f32_row(kh + (size_t)p * hd, kw + (size_t)p * hd, hd);
-                wdots(q, (size_t)hd, G, kw, (size_t)hd * 4, NMAX, hd, sw, NMAX);
+                widen_kt(kh, kst, NMAX, hd, kt);
+                for (int d = 0; d < hd; d++)
+                    for (int p = 0; p < NP; p++)
+                        if (memcmp(&kt[(p / W) * W * hd + d * W + p % W], p < NMAX ? &kw[p * hd + d] : &(float){0}, sizeof(float)))
+                            fail_msg("hd %d: widened K at dim %d position %d is not the row's value", hd, d, p);
+                wdots(q, (size_t)hd, G, kt, W * 4, NMAX, hd, sw, NMAX);
                 wmix(aw, (size_t)hd, G, w, NMAX, kw, (size_t)hd * 4, NMAX, hd);
+                /* these kernels' order: each score one fma chain over the dimensions in order */
+                for (int g = 0; g < G; g++)
+                    for (int p = 0; p < NMAX; p++) {
+                        float c = 0;
+                        for (int d = 0; d < hd; d++) c = fmaf(q[g * hd + d], kw[p * hd + d], c);
+                        if (memcmp(&c, &s[g * NMAX + p], sizeof c))
+                            fail_msg("hd %d G %d head %d row %d: %.9g, one fma chain gives %.9g", hd, G, g, p,
+                                     (double)s[g * NMAX + p], (double)c);
+                    }
                 if (memcmp(sw, s, (size_t)G * NMAX * sizeof(float)) || memcmp(aw, a, (size_t)G * hd * sizeof(float)))
                     fail_msg("hd %d G %d: the widened kernels differ from the F16 ones", hd, G);
             }
