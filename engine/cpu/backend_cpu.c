@@ -324,8 +324,8 @@ static int block_run(const eng_attn_args *a, int t0, int m, int j, int ib, int *
     *n = rows_in(a, t0 + j, ib);
     int j1 = j + 1;
     if (*n > 0)
-        for (; j1 < m && rows_in(a, t0 + j1, ib) > 0 && BLOCK(t0 + j1) == BLOCK(t0 + j); j1++)
-            if (rows_in(a, t0 + j1, ib) > *n) *n = rows_in(a, t0 + j1, ib);
+        for (int r; j1 < m && (r = rows_in(a, t0 + j1, ib)) > 0 && BLOCK(t0 + j1) == BLOCK(t0 + j); j1++)
+            *n = r > *n ? r : *n;
 #undef BLOCK
     return j1;
 }
