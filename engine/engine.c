@@ -378,11 +378,13 @@ static void blocks_take(eng_context *c, int32_t s, int32_t p0, int32_t p1) {
         const int32_t b = c->blk_free[--c->n_free];
         c->blk_ref[b] = 1;
         if (old >= 0) {
-            const size_t rows = (size_t)(p0 - bi * ENG_KV_BLOCK), bb = ENG_KV_BLOCK * c->kv_row_bytes;
+            /* the whole block: a backend may lay a block's rows out in its own order (the CPU
+             * keeps K in panels of positions), so its rows below p0 are not a prefix of it */
+            const size_t bb = ENG_KV_BLOCK * c->kv_row_bytes;
             eng_backend *be = c->be;
             for (uint32_t l = 0; l < in->n_attn_layers; l++) {
-                be->ops->copy(be, (char *)c->kv[l].k + b * bb, (const char *)c->kv[l].k + old * bb, rows * c->kv_row_bytes);
-                be->ops->copy(be, (char *)c->kv[l].v + b * bb, (const char *)c->kv[l].v + old * bb, rows * c->kv_row_bytes);
+                be->ops->copy(be, (char *)c->kv[l].k + b * bb, (const char *)c->kv[l].k + old * bb, bb);
+                be->ops->copy(be, (char *)c->kv[l].v + b * bb, (const char *)c->kv[l].v + old * bb, bb);
             }
             c->blk_ref[old]--;
         }

@@ -37,6 +37,10 @@ typedef struct cpu_be {
     atomic_size_t oom; /* bytes of scratch an op could not get since the last sync, or 0 */
     int *dn_order;     /* deltanet's grouping of a step's tokens by sequence */
     size_t dn_order_cap;
+    /* An F16 cache's K in panels (kernels.h) where the CPU has the kernels that read them, else
+     * row by row: chosen once, when the backend is made, so the layout kv_store writes is the
+     * one attention reads whatever the dispatch says later. */
+    eng_kv_dots_fn kt_dots, kt_dots_w;
 } cpu_be;
 
 static atomic_bool g_fail_scratch;
@@ -276,9 +280,22 @@ static void cpu_rope(eng_backend *be, float *x, int ld, int n_tok, int n_head, i
     }
 }
 
+/* Cache row (position) r's K into the panels of its block: element (panel, d, lane) of a block
+ * of [ENG_KV_BLOCK / ENG_KT_PANEL][kv_dim][ENG_KT_PANEL] halves. */
+static void kv_store_kt(eng_f16 *kc, int kv_dim, const float *k, int32_t r) {
+    const int off = r % ENG_KV_BLOCK, p0 = off / ENG_KT_PANEL * ENG_KT_PANEL;
+    eng_f16 *o = kc + ((size_t)(r - off) + (size_t)p0) * kv_dim + (off - p0);
+    eng_f16 h[256];
+    for (int d0 = 0; d0 < kv_dim; d0 += 256) {
+        const int nd = kv_dim - d0 < 256 ? kv_dim - d0 : 256;
+        eng_f32_to_f16_row(k + d0, h, nd);
+        for (int d = 0; d < nd; d++) o[(size_t)(d0 + d) * ENG_KT_PANEL] = h[d];
+    }
+}
+
 static void cpu_kv_store(eng_backend *be, void *kc, void *vc, int kv_type, int kv_dim, const float *k, const float *v,
                          int ld, int n_tok, const int32_t *slot) {
-    (void)be;
+    const bool kt = kv_type == ENG_TYPE_F16 && ((cpu_be *)be->impl)->kt_dots;
     for (int t = 0; t < n_tok; t++) {
         const size_t row = (size_t)slot[t] * kv_dim;
         if (kv_type == ENG_TYPE_F32) {
@@ -290,7 +307,8 @@ static void cpu_kv_store(eng_backend *be, void *kc, void *vc, int kv_type, int k
             eng_quantize_row_q8_0(k + (size_t)t * ld, (uint8_t *)kc + (size_t)slot[t] * rb, kv_dim);
             eng_quantize_row_q8_0(v + (size_t)t * ld, (uint8_t *)vc + (size_t)slot[t] * rb, kv_dim);
         } else {
-            eng_f32_to_f16_row(k + (size_t)t * ld, (eng_f16 *)kc + row, kv_dim);
+            if (kt) kv_store_kt(kc, kv_dim, k + (size_t)t * ld, slot[t]);
+            else eng_f32_to_f16_row(k + (size_t)t * ld, (eng_f16 *)kc + row, kv_dim);
             eng_f32_to_f16_row(v + (size_t)t * ld, (eng_f16 *)vc + row, kv_dim);
         }
     }
@@ -303,11 +321,13 @@ typedef struct attn_task {
     atomic_llong next; /* the first work item no thread has claimed */
 } attn_task;
 
-/* Cache rows of block ib of token t's sequence, from KV head kvh on. */
-static inline const uint8_t *kv_block(const eng_attn_args *a, const void *base, int t, int ib, int kvh) {
+/* Cache rows of block ib of token t's sequence, from KV head kvh on; in panels (kt), KV head
+ * kvh's slice of the block's first panel. */
+static inline const uint8_t *kv_block(const eng_attn_args *a, const void *base, bool kt, int t, int ib, int kvh) {
     const size_t row = eng_row_size(a->kv_type, (int64_t)a->n_head_kv * a->hd);
     const int32_t blk = a->blk_table[(size_t)a->seq[t] * a->blk_stride + ib];
-    return (const uint8_t *)base + (size_t)blk * a->blk_size * row + eng_row_size(a->kv_type, (int64_t)kvh * a->hd);
+    return (const uint8_t *)base + (size_t)blk * a->blk_size * row +
+           eng_row_size(a->kv_type, (int64_t)kvh * a->hd) * (kt ? ENG_KT_PANEL : 1);
 }
 
 /* Rows of the cache block at index ib that token t reads (0 or less: none). */
@@ -386,19 +406,17 @@ static void attn_heads(void *arg, int ith, int nth) {
     float *mx = sc + 2 * (size_t)R, *st = mx + R, *qc = st + (size_t)R * B, *acc = qc + (size_t)R * hd;
     float *wk = acc + (size_t)R * hd, *wv = wk + wk_floats;
     /* a Q8_0 block is always dequantized first and scored and mixed by the F32 kernels; in its
-     * place the kernels read the rows as stored */
-    const bool q8 = a->kv_type == ENG_TYPE_Q8_0;
-    const eng_kv_dots_fn kdots = q8 ? eng_kv_dots_q8_0(at->c->exact) : eng_kv_dots_best(a->kv_type, at->c->exact);
-    const eng_kv_mix_fn vmix = q8 ? eng_kv_mix_q8_0(at->c->exact) : eng_kv_mix_best(a->kv_type, at->c->exact);
-    /* a block that several tokens read is widened once, so the kernels' inner loops skip the
-     * conversion (the same values: the same bits) */
-    const bool f16 = a->kv_type == ENG_TYPE_F16;
-    const eng_kv_widen_kt_fn widen_kt = f16 ? eng_kv_widen_kt(at->c->exact) : NULL;
-    const eng_kv_dots_fn kdots_w = f16 && widen_kt ? eng_kv_dots_widened(at->c->exact) : q8 ? kdots : NULL;
-    const eng_kv_mix_fn vmix_w = f16 && widen_kt ? eng_kv_mix_widened(at->c->exact) : q8 ? vmix : NULL;
+     * place the kernels read the rows (K of an F16 cache: the panels, kt) as stored */
+    const bool q8 = a->kv_type == ENG_TYPE_Q8_0, kt = a->kv_type == ENG_TYPE_F16 && at->c->kt_dots, ex = at->c->exact;
+    const eng_kv_dots_fn kdots = q8 ? eng_kv_dots_q8_0(ex) : kt ? at->c->kt_dots : eng_kv_dots_best(a->kv_type, ex);
+    const eng_kv_mix_fn vmix = q8 ? eng_kv_mix_q8_0(ex) : eng_kv_mix_best(a->kv_type, ex);
+    /* a block of panels that several tokens read is widened once, so the kernels' inner loops
+     * skip the conversion (the same values: the same bits) */
+    const eng_kv_dots_fn kdots_w = kt ? at->c->kt_dots_w : q8 ? kdots : NULL;
+    const eng_kv_mix_fn vmix_w = kt ? eng_kv_mix_widened(ex) : q8 ? vmix : NULL;
     const int min_run = q8 ? 1 : 2; /* tokens that share a block before it is widened */
-    const eng_softmax_tile_fn softmax = eng_softmax_tile_best(at->c->exact);
-    const size_t row = eng_row_size(a->kv_type, kv_dim);
+    const eng_softmax_tile_fn softmax = eng_softmax_tile_best(ex);
+    const size_t row = eng_row_size(a->kv_type, kv_dim), kpanel = (size_t)ENG_KT_PANEL * row;
     eng_claim it = ENG_CLAIM(&at->next, total, nth, 1);
     for (int64_t i; eng_claim_item(&it, &i);) {
         const int cl = (int)(i / a->n_head_kv), kvh = (int)(i % a->n_head_kv);
@@ -419,20 +437,25 @@ static void attn_heads(void *arg, int ith, int nth) {
             for (int j = 0, j1, nw; j < m; j = j1) {
                 j1 = block_run(a, t0, m, j, ib, &nw);
                 if (nw <= 0) continue;
-                const uint8_t *kb = kv_block(a, a->k, t0 + j, ib, kvh), *vb = kv_block(a, a->v, t0 + j, ib, kvh);
+                const uint8_t *kb = kv_block(a, a->k, kt, t0 + j, ib, kvh);
+                const uint8_t *vb = kv_block(a, a->v, false, t0 + j, ib, kvh);
                 /* a block several tokens read is widened once, its rows up to the furthest any of
                  * them reads; each token then scores and mixes its own rows of it */
-                const bool shared = kdots_w && j1 - j >= min_run;
-                size_t kst = row, vst = row;
+                const bool shared = kdots_w && vmix_w && j1 - j >= min_run;
+                size_t kst = kt ? kpanel : row, vst = row;
                 const void *kr = kb, *vr = vb;
                 if (shared) {
                     if (q8) {
                         kr = widen_q8_0(kb, row, nw, hd, wk);
                         kst = (size_t)hd * 4;
-                    } else {
-                        widen_kt(kb, row, nw, hd, wk);
+                    } else { /* the head's slice of each panel in range */
+                        for (int p0 = 0; p0 < nw; p0 += ENG_KT_PANEL) {
+                            const uint8_t *panel = kb + (size_t)(p0 / ENG_KT_PANEL) * kpanel;
+                            eng_f16_to_f32_row((const uint16_t *)(const void *)panel, wk + (size_t)p0 * hd,
+                                               (int64_t)ENG_KT_PANEL * hd);
+                        }
                         kr = wk;
-                        kst = ENG_KT_PANEL * sizeof(float);
+                        kst = (size_t)ENG_KT_PANEL * hd * sizeof(float);
                     }
                     vr = q8 ? widen_q8_0(vb, row, nw, hd, wv) : widen(vb, row, nw, hd, wv);
                     vst = (size_t)hd * 4;
@@ -813,6 +836,8 @@ dp_status eng_backend_cpu_new(int n_threads, bool exact, eng_backend **out, dp_e
     be->impl = c;
     c->exact = exact;
     c->n_threads = n_threads;
+    c->kt_dots = eng_kv_dots_panels(exact);
+    c->kt_dots_w = c->kt_dots ? eng_kv_dots_widened(exact) : NULL;
     c->scratch = calloc((size_t)n_threads, sizeof(float *));
     c->scratch_cap = calloc((size_t)n_threads, sizeof(size_t));
     dp_status st = c->scratch && c->scratch_cap ? eng_pool_new(n_threads, &c->pool, err)

@@ -134,22 +134,25 @@ typedef void (*eng_kv_mix_fn)(float *acc, size_t la, int G, const float *w, size
                               int hd);
 eng_kv_dots_fn eng_kv_dots_best(int kv_type, bool exact);
 eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact);
-/* The same kernels for rows of an F16 cache already widened to floats: the same bits as
- * eng_kv_dots_best / eng_kv_mix_best over the halves, with no conversion in the inner loops, for
- * a block that many query heads read. V is widened row by row (eng_f16_to_f32_row; v points at
- * floats, vst is the row stride in bytes); K by the widen_kt function, transposed into panels of
- * ENG_KT_PANEL positions, [n rounded up to the panel][hd][ENG_KT_PANEL] floats (the padding
- * zero), and k points at them (kst is not read). NULL where there is no such kernel (then
- * widening gains nothing: use the F16 ones). */
+/* K of an F16 cache in panels, for the kernels that score with the positions across the
+ * vector lanes: a cache block's K is [ENG_KV_BLOCK / ENG_KT_PANEL panels][kv_dim][ENG_KT_PANEL]
+ * halves (panel, dimension, position), so one KV head's slice of a panel is hd x ENG_KT_PANEL
+ * contiguous halves. eng_kv_dots_panels scores against such slices: k points at the first
+ * panel's, n positions from the panel's start, kst the bytes from one panel to the next. NULL
+ * where the CPU has no such kernel; then the cache keeps K row by row like V, for
+ * eng_kv_dots_best. eng_kv_dots_widened is the same kernel over panels widened to floats
+ * (eng_f16_to_f32_row on each head slice; kst again the panel stride, in bytes of floats): the
+ * same bits without a conversion in the inner loop, for a block that many tokens read. V is
+ * widened row by row for eng_kv_mix_widened (v points at floats, vst the row stride in bytes),
+ * the same bits as eng_kv_mix_best over the halves. Each is NULL where there is no such kernel. */
 #define ENG_KT_PANEL 64
-typedef void (*eng_kv_widen_kt_fn)(const void *k, size_t kst, int n, int hd, float *out);
-eng_kv_widen_kt_fn eng_kv_widen_kt(bool exact);
+eng_kv_dots_fn eng_kv_dots_panels(bool exact);
 eng_kv_dots_fn eng_kv_dots_widened(bool exact);
+eng_kv_mix_fn eng_kv_mix_widened(bool exact);
 /* The kernels for a Q8_0 cache's rows once widened to floats: the grouped kernels over floats
  * (AVX2), apart from the F32 cache's own (eval keeps its bits). */
 eng_kv_dots_fn eng_kv_dots_q8_0(bool exact);
 eng_kv_mix_fn eng_kv_mix_q8_0(bool exact);
-eng_kv_mix_fn eng_kv_mix_widened(bool exact);
 
 /* One KV tile of an online softmax (attention reads the cache tile by tile and keeps no row of
  * all its scores): with M = max(*m, scale * max s), s[p] = exp(scale * s[p] - M) in place,

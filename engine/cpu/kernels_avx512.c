@@ -410,52 +410,34 @@ static DP_ALWAYS_INLINE __m512 kv_row16(bool wide, const uint8_t *r, int d) {
 }
 
 /* Scores are computed with the positions across the lanes: each score is one chain of fmas
- * over d = 0 .. hd - 1 in order, and K is read transposed, [hd][ld] floats, so a vector holds one
- * dimension of 16 positions. No lane sums are reduced at the end (a 4 x 4 block of lane sums
- * costs a quarter of its fmas again in shuffles and adds), and a query value is broadcast once
- * for up to 64 positions. Every path (a block widened once for many tokens, or a decode step's
- * rows converted a chunk at a time) runs the same chains: the same bits. */
+ * over d = 0 .. hd - 1 in order, and K is read transposed, in panels of ENG_KT_PANEL positions,
+ * [hd][ENG_KT_PANEL] per panel, so a vector holds one dimension of 16 positions. No lane sums
+ * are reduced at the end (a 4 x 4 block of lane sums costs a quarter of its fmas again in
+ * shuffles and adds), and a query value is broadcast once for up to 64 positions. The F16 cache
+ * keeps K in that layout (kernels.h), so the panels are read as stored, halves converted in the
+ * loop, or once widened to floats for a block that many tokens read: the same values, the same
+ * chains, the same bits. */
 
-/* F16 rows p0 .. p0 + 15 (those past n zero) of hd values, stride bytes apart, into the
- * transposed floats out[d * ld + p - p0]. */
-static DP_ALWAYS_INLINE void widen_t16(const uint8_t *rows, size_t stride, int p0, int n, int hd, float *out, size_t ld) {
-    for (int d0 = 0; d0 < hd; d0 += 16) {
-        __m512i v[16];
-        for (int i = 0; i < 16; i++)
-            v[i] = p0 + i < n ? _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256(
-                                    (const __m256i *)(rows + (size_t)(p0 + i) * stride + 2 * (size_t)d0))))
-                              : _mm512_setzero_si512();
-        eng_transpose16(v);
-        for (int i = 0; i < 16; i++) _mm512_storeu_ps(out + (size_t)(d0 + i) * ld, _mm512_castsi512_ps(v[i]));
-    }
-}
-
-void eng_kv_widen_kt_f16_avx512(const void *k, size_t kst, int n, int hd, float *out) {
-    const uint8_t *kb = k;
-    const int W = ENG_KT_PANEL;
-    if (hd % 16) {
-        for (int p = 0; p < (n + W - 1) / W * W; p++)
-            for (int d = 0; d < hd; d++)
-                out[(size_t)(p / W) * W * hd + (size_t)d * W + p % W] =
-                    p < n ? _cvtsh_ss(((const uint16_t *)(const void *)(kb + (size_t)p * kst))[d]) : 0.0f;
-        return;
-    }
-    for (int p0 = 0; p0 < (n + W - 1) / W * W; p0 += 16) {
-        if (p0 % KV_CHUNK == 0) eng_prefetch_kv(kb, kst, p0, KV_CHUNK, n, (size_t)hd * 2);
-        widen_t16(kb, kst, p0, n, hd, out + (size_t)(p0 / W) * W * hd + p0 % W, (size_t)W);
-    }
+/* One dimension's 16 positions of a panel, from element i: halves converted, or floats. */
+static DP_ALWAYS_INLINE __m512 kt16(bool half, const void *kt, size_t i) {
+    return half ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)kt + i)))
+                : _mm512_loadu_ps((const float *)kt + i);
 }
 
 /* Scores of RT query rows (q, rows lq floats apart) against the positions of PV vectors of a
- * transposed K (kt, [hd][ld]); the last vector's lanes from position np on are not stored. */
-static DP_ALWAYS_INLINE void dots_tile(const float *q, size_t lq, int RT, const float *kt, size_t ld, int PV, int np,
-                                       int hd, float *s, size_t ls) {
+ * panel (kt, [hd][ENG_KT_PANEL]); the last vector's lanes from position np on are not stored
+ * (their K values may be anything). pf, when not NULL, is the next panel: fetched into L2 line
+ * by line as this one is read, so a decode step's cache reads overlap its fmas. */
+static DP_ALWAYS_INLINE void dots_tile(bool half, const float *q, size_t lq, int RT, const void *kt, int PV, int np,
+                                       int hd, float *s, size_t ls, const void *pf) {
+    const int W = ENG_KT_PANEL, esz = half ? 2 : 4;
     __m512 acc[6][4];
     for (int r = 0; r < RT; r++)
         for (int v = 0; v < PV; v++) acc[r][v] = _mm512_setzero_ps();
     for (int d = 0; d < hd; d++) {
+        if (pf) eng_prefetch_l2((const char *)pf + (size_t)d * W * esz, (size_t)W * esz);
         __m512 kv[4];
-        for (int v = 0; v < PV; v++) kv[v] = _mm512_loadu_ps(kt + (size_t)d * ld + 16 * v);
+        for (int v = 0; v < PV; v++) kv[v] = kt16(half, kt, (size_t)d * W + 16 * v);
         for (int r = 0; r < RT; r++) {
             const __m512 qb = _mm512_set1_ps(q[(size_t)r * lq + d]);
             for (int v = 0; v < PV; v++) acc[r][v] = _mm512_fmadd_ps(qb, kv[v], acc[r][v]);
@@ -468,80 +450,65 @@ static DP_ALWAYS_INLINE void dots_tile(const float *q, size_t lq, int RT, const 
 }
 
 /* Rows in tiles of 6 (specialized per count, so the 24 accumulators stay in registers) against
- * np <= 16 PV positions. */
-static DP_ALWAYS_INLINE void dots_rows(const float *q, size_t lq, int G, const float *kt, size_t ld, int PV, int np,
-                                       int hd, float *s, size_t ls) {
+ * np <= 16 PV positions; the first tile fetches the next panel. */
+static DP_ALWAYS_INLINE void dots_rows(bool half, const float *q, size_t lq, int G, const void *kt, int PV, int np,
+                                       int hd, float *s, size_t ls, const void *pf) {
     for (int r0 = 0; r0 < G; r0 += 6) {
         const float *qr = q + (size_t)r0 * lq;
         float *sr = s + (size_t)r0 * ls;
+        const void *p = r0 ? NULL : pf;
         switch (G - r0 < 6 ? G - r0 : 6) {
-        case 1: dots_tile(qr, lq, 1, kt, ld, PV, np, hd, sr, ls); break;
-        case 2: dots_tile(qr, lq, 2, kt, ld, PV, np, hd, sr, ls); break;
-        case 3: dots_tile(qr, lq, 3, kt, ld, PV, np, hd, sr, ls); break;
-        case 4: dots_tile(qr, lq, 4, kt, ld, PV, np, hd, sr, ls); break;
-        case 5: dots_tile(qr, lq, 5, kt, ld, PV, np, hd, sr, ls); break;
-        default: dots_tile(qr, lq, 6, kt, ld, PV, np, hd, sr, ls); break;
+        case 1: dots_tile(half, qr, lq, 1, kt, PV, np, hd, sr, ls, p); break;
+        case 2: dots_tile(half, qr, lq, 2, kt, PV, np, hd, sr, ls, p); break;
+        case 3: dots_tile(half, qr, lq, 3, kt, PV, np, hd, sr, ls, p); break;
+        case 4: dots_tile(half, qr, lq, 4, kt, PV, np, hd, sr, ls, p); break;
+        case 5: dots_tile(half, qr, lq, 5, kt, PV, np, hd, sr, ls, p); break;
+        default: dots_tile(half, qr, lq, 6, kt, PV, np, hd, sr, ls, p); break;
         }
     }
 }
 
-/* Scores against a transposed K of n positions in panels of W (16, 32 or 64) positions,
- * [panel][hd][W] floats: a panel (32 KB for a 128-wide head) is contiguous, so it stays in L1
- * while every row tile passes over it (rows of one transposed [hd][n] array 1 KB apart would
- * fall into a quarter of L1's sets). s rows ls apart. */
-static void dots_t(const float *q, size_t lq, int G, const float *kt, int W, int n, int hd, float *s, size_t ls) {
+/* Scores against n positions of K panels kst bytes apart. A panel (16 KB of halves or 32 KB of
+ * floats for a 128-wide head) is contiguous, so it stays in L1 while every row tile passes
+ * over it. s rows ls apart. */
+static DP_ALWAYS_INLINE void dots_panels(bool half, const float *q, size_t lq, int G, const void *k, size_t kst, int n,
+                                         int hd, float *s, size_t ls) {
+    const int W = ENG_KT_PANEL;
     if (hd % 16) { /* not a model shape seen so far: the same chains, one score at a time */
         for (int g = 0; g < G; g++)
             for (int p = 0; p < n; p++) {
+                const char *kp = (const char *)k + (size_t)(p / W) * kst;
                 float a = 0;
-                for (int d = 0; d < hd; d++) a = fmaf(q[(size_t)g * lq + d], kt[(size_t)(p / W) * W * hd + (size_t)d * W + p % W], a);
+                for (int d = 0; d < hd; d++)
+                    a = fmaf(q[(size_t)g * lq + d],
+                             half ? _cvtsh_ss(((const uint16_t *)(const void *)kp)[d * W + p % W])
+                                  : ((const float *)(const void *)kp)[d * W + p % W],
+                             a);
                 s[(size_t)g * ls + p] = a;
             }
         return;
     }
     for (int p0 = 0; p0 < n; p0 += W) {
         const int np = n - p0 < W ? n - p0 : W;
-        const float *kp = kt + (size_t)p0 * hd;
+        const char *kp = (const char *)k + (size_t)(p0 / W) * kst;
+        const void *pf = half && p0 + W < n ? kp + kst : NULL;
         switch ((np + 15) / 16) {
-        case 1: dots_rows(q, lq, G, kp, (size_t)W, 1, np, hd, s + p0, ls); break;
-        case 2: dots_rows(q, lq, G, kp, (size_t)W, 2, np, hd, s + p0, ls); break;
-        case 3: dots_rows(q, lq, G, kp, (size_t)W, 3, np, hd, s + p0, ls); break;
-        default: dots_rows(q, lq, G, kp, (size_t)W, 4, np, hd, s + p0, ls); break;
+        case 1: dots_rows(half, q, lq, G, kp, 1, np, hd, s + p0, ls, pf); break;
+        case 2: dots_rows(half, q, lq, G, kp, 2, np, hd, s + p0, ls, pf); break;
+        case 3: dots_rows(half, q, lq, G, kp, 3, np, hd, s + p0, ls, pf); break;
+        default: dots_rows(half, q, lq, G, kp, 4, np, hd, s + p0, ls, pf); break;
         }
     }
 }
 
-/* F16 rows as stored: converted and transposed a chunk of positions at a time into 32 KB on
- * the stack (64 positions of a 128-wide head, 32 of a 256-wide one) and scored by the same
- * chains as a widened block. */
-#define KT_STACK 8192
-void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
-    alignas(64) float kt[KT_STACK];
-    const uint8_t *kb = k;
-    int ch = hd > 0 ? KT_STACK / hd / 16 * 16 : 0;
-    ch = ch < ENG_KT_PANEL ? ch : ENG_KT_PANEL;
-    if (ch == 0 || hd % 16) { /* the scalar chains, K read in place */
-        for (int g = 0; g < G; g++)
-            for (int p = 0; p < n; p++) {
-                float a = 0;
-                for (int d = 0; d < hd; d++)
-                    a = fmaf(q[(size_t)g * lq + d], _cvtsh_ss(((const uint16_t *)(const void *)(kb + (size_t)p * kst))[d]), a);
-                s[(size_t)g * ls + p] = a;
-            }
-        return;
-    }
-    for (int p0 = 0; p0 < n; p0 += ch) {
-        const int np = n - p0 < ch ? n - p0 : ch;
-        eng_prefetch_kv(kb, kst, p0, ch, n, (size_t)hd * 2);
-        for (int i = 0; i < np; i += 16) widen_t16(kb + (size_t)p0 * kst, kst, i, np, hd, kt + i, (size_t)ch);
-        dots_t(q, lq, G, kt, ch, np, hd, s + p0, ls);
-    }
+void eng_kv_dots_f16p_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
+                             size_t ls) {
+    dots_panels(true, q, lq, G, k, kst, n, hd, s, ls);
 }
 
-/* K widened by eng_kv_widen_kt_f16_avx512 (kst is not read: the panels are ENG_KT_PANEL wide) */
-void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
-    (void)kst;
-    dots_t(q, lq, G, k, ENG_KT_PANEL, n, hd, s, ls);
+void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
+                             size_t ls) {
+    dots_panels(false, q, lq, G, k, kst, n, hd, s, ls);
 }
 
 /* acc_g += sum_p w_g[p] v_p over 64 dims (nz vectors of 16) for up to 6 heads: per element the

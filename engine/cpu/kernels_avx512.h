@@ -16,9 +16,8 @@ size_t eng_gemm_ws_avx512(int64_t k);
 void eng_quantize_q8_k_avx512(const float *x, void *y, int64_t n);
 
 /* attention rows against the KV cache */
-void eng_kv_dots_f16_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
-                            size_t ls);
-void eng_kv_widen_kt_f16_avx512(const void *k, size_t kst, int n, int hd, float *out);
+void eng_kv_dots_f16p_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
+                             size_t ls);
 void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
                              size_t ls);
 void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n,

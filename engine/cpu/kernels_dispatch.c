@@ -251,7 +251,6 @@ KV_GENERIC(f16_exact, true, ENG_TYPE_F16)
 eng_kv_dots_fn eng_kv_dots_best(int kv_type, bool exact) {
     const int f = kv_type == ENG_TYPE_F16;
 #ifdef DP_HAVE_X86
-    if (!exact && f && !g_force_scalar && have_avx512()) return eng_kv_dots_f16_avx512;
     if (!exact && f && !g_force_scalar && have_avx2()) return eng_kv_dots_f16_avx2;
 #endif
     return exact ? (f ? kv_dots_f16_exact : kv_dots_f32_exact) : (f ? kv_dots_f16 : kv_dots_f32);
@@ -280,9 +279,9 @@ eng_kv_mix_fn eng_kv_mix_q8_0(bool exact) {
     return eng_kv_mix_best(ENG_TYPE_F32, exact);
 }
 
-eng_kv_widen_kt_fn eng_kv_widen_kt(bool exact) {
+eng_kv_dots_fn eng_kv_dots_panels(bool exact) {
 #ifdef DP_HAVE_X86
-    if (!exact && !g_force_scalar && have_avx512()) return eng_kv_widen_kt_f16_avx512;
+    if (!exact && !g_force_scalar && have_avx512()) return eng_kv_dots_f16p_avx512;
 #endif
     (void)exact;
     return NULL;

@@ -500,32 +500,46 @@ static void grouped_attention_check(void) {
                     if (memcmp(a1, a + g * hd, (size_t)hd * sizeof(float)))
                         fail_msg("mix type %d hd %d: head %d differs alone from in a group of %d", type, hd, g, G);
                 }
-                /* an F16 block widened to floats first (K transposed, V row by row): the same bits */
-                const eng_kv_dots_fn wdots = eng_kv_dots_widened(false);
+                /* K in panels, as an F16 cache keeps it where these kernels exist: this head is the
+                 * second of two in each panel, and the other head and the lanes past the last
+                 * position hold NaNs, which no score may read */
+                const eng_kv_dots_fn pdots = eng_kv_dots_panels(false), wdots = eng_kv_dots_widened(false);
                 const eng_kv_mix_fn wmix = eng_kv_mix_widened(false);
-                const eng_kv_widen_kt_fn widen_kt = eng_kv_widen_kt(false);
-                if (type != ENG_TYPE_F16 || !wdots || !wmix || !widen_kt) continue;
-                enum { W = ENG_KT_PANEL, NP = (NMAX + W - 1) / W * W };
-                float kw[NMAX * HMAX], kt[HMAX * NP], sw[GMAX * NMAX], aw[GMAX * HMAX] = {0};
+                if (type != ENG_TYPE_F16 || !pdots || !wdots || !wmix) continue;
+                enum { W = ENG_KT_PANEL, NPAN = (NMAX + W - 1) / W };
+                static uint16_t kp[NPAN * 2 * HMAX * W];
+                for (size_t i = 0; i < sizeof(kp) / sizeof(kp[0]); i++) kp[i] = 0x7e00;
+                for (int p = 0; p < NMAX; p++)
+                    for (int d = 0; d < hd; d++) kp[((size_t)(p / W) * 2 * hd + hd + d) * W + p % W] = kh[p * hd + d];
+                const uint16_t *kh1 = kp + (size_t)hd * W;
+                const size_t pst = (size_t)2 * hd * W * 2; /* bytes from panel to panel */
+                float kw[NMAX * HMAX], kt[NPAN * HMAX * W], sp[GMAX * NMAX], sw[GMAX * NMAX], aw[GMAX * HMAX] = {0};
                 for (int p = 0; p < NMAX; p++) eng_f16_to_f32_row(kh + (size_t)p * hd, kw + (size_t)p * hd, hd);
-                widen_kt(kh, kst, NMAX, hd, kt);
-                for (int d = 0; d < hd; d++)
-                    for (int p = 0; p < NP; p++)
-                        if (memcmp(&kt[(p / W) * W * hd + d * W + p % W], p < NMAX ? &kw[p * hd + d] : &(float){0}, sizeof(float)))
-                            fail_msg("hd %d: widened K at dim %d position %d is not the row's value", hd, d, p);
-                wdots(q, (size_t)hd, G, kt, W * 4, NMAX, hd, sw, NMAX);
+                for (int i = 0; i < NPAN; i++)
+                    eng_f16_to_f32_row(kh1 + i * pst / 2, kt + (size_t)i * hd * W, (int64_t)hd * W);
+                pdots(q, (size_t)hd, G, kh1, pst, NMAX, hd, sp, NMAX);
+                wdots(q, (size_t)hd, G, kt, (size_t)hd * W * 4, NMAX, hd, sw, NMAX);
                 wmix(aw, (size_t)hd, G, w, NMAX, kw, (size_t)hd * 4, NMAX, hd);
                 /* these kernels' order: each score one fma chain over the dimensions in order */
                 for (int g = 0; g < G; g++)
                     for (int p = 0; p < NMAX; p++) {
                         float c = 0;
                         for (int d = 0; d < hd; d++) c = fma_once(q[g * hd + d], kw[p * hd + d], c);
-                        if (memcmp(&c, &s[g * NMAX + p], sizeof c))
+                        if (memcmp(&c, &sp[g * NMAX + p], sizeof c))
                             fail_msg("hd %d G %d head %d row %d: %.9g, one fma chain gives %.9g", hd, G, g, p,
-                                     (double)s[g * NMAX + p], (double)c);
+                                     (double)sp[g * NMAX + p], (double)c);
                     }
-                if (memcmp(sw, s, (size_t)G * NMAX * sizeof(float)) || memcmp(aw, a, (size_t)G * hd * sizeof(float)))
-                    fail_msg("hd %d G %d: the widened kernels differ from the F16 ones", hd, G);
+                if (memcmp(sw, sp, (size_t)G * NMAX * sizeof(float)))
+                    fail_msg("hd %d G %d: the widened panels score differently from the halves", hd, G);
+                if (memcmp(aw, a, (size_t)G * hd * sizeof(float)))
+                    fail_msg("hd %d G %d: the widened V rows mix differently from the halves", hd, G);
+                /* each head alone, the positions in two calls split at a panel: the same bits */
+                for (int g = 0; g < G; g++) {
+                    pdots(q + g * hd, (size_t)hd, 1, kh1, pst, W, hd, s1, NMAX);
+                    pdots(q + g * hd, (size_t)hd, 1, kh1 + pst / 2, pst, NMAX - W, hd, s1 + W, NMAX);
+                    if (memcmp(s1, sp + g * NMAX, sizeof(s1)))
+                        fail_msg("panels hd %d: head %d differs alone from in a group of %d", hd, g, G);
+                }
             }
         }
 }
