@@ -244,8 +244,9 @@ static void cu_rope(eng_backend *be, float *x, int ld, int n_tok, int n_head, in
     check_launch(c, "rope");
 }
 
-static void cu_kv_store(eng_backend *be, void *kc, void *vc, int kv_type, int kv_dim, const float *k, const float *v,
-                        int ld, int n_tok, const int32_t *slot) {
+static void cu_kv_store(eng_backend *be, void *kc, void *vc, int kv_type, int kv_dim, int hd, const float *k,
+                        const float *v, int ld, int n_tok, const int32_t *slot) {
+    (void)hd; /* rows stay whole: the attention kernels read a head's slice of each */
     cuda_be *c = CB(be);
     const int32_t *ds = step_of(c, slot, "kv_store");
     if (!ds) return;

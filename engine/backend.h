@@ -110,8 +110,9 @@ typedef struct eng_backend_ops {
      * pos * base^(-2i/n_rot), divided by freq_div[i] when given (Llama 3.1 rope_freqs) */
     void (*rope)(eng_backend *be, float *x, int ld, int n_tok, int n_head, int hd, int n_rot, const int32_t *pos,
                  float base, bool neox, const float *freq_div);
-    /* writes n_tok rows of K and V into cache rows slot[t] */
-    void (*kv_store)(eng_backend *be, void *kcache, void *vcache, int kv_type, int kv_dim, const float *k,
+    /* writes n_tok rows of K and V (heads of hd values) into cache rows slot[t]; how a block's
+     * rows lie within it is the backend's own (attention reads them; copies are whole blocks) */
+    void (*kv_store)(eng_backend *be, void *kcache, void *vcache, int kv_type, int kv_dim, int hd, const float *k,
                      const float *v, int ld, int n_tok, const int32_t *slot);
     void (*attention)(eng_backend *be, const eng_attn_args *a);
     void (*deltanet)(eng_backend *be, const eng_deltanet_args *a);

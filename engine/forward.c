@@ -63,7 +63,7 @@ static void attention_layer(eng_context *c, const eng_layer *L, const eng_ubatch
 
     /* cache K (after RoPE) and V, then attend over positions <= pos of the same sequence */
     eng_kv_layer *kvl = &c->kv[L->kv_index];
-    be->ops->kv_store(be, kvl->k, kvl->v, c->kv_type, kvd, b->k, b->v, kvd, T, c->slot);
+    be->ops->kv_store(be, kvl->k, kvl->v, c->kv_type, kvd, hd, b->k, b->v, kvd, T, c->slot);
     eng_attn_args a = {T, q, qd, b->att, qd, H, Hkv, hd, ub->pos, ub->seq, kvl->k, kvl->v, c->kv_type,
                        c->blk_table, c->max_bps, ENG_KV_BLOCK, 1.0f / sqrtf((float)hd)};
     be->ops->attention(be, &a);

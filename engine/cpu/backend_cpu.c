@@ -281,8 +281,9 @@ static void cpu_rope(eng_backend *be, float *x, int ld, int n_tok, int n_head, i
 }
 
 /* Cache row (position) r's K into the panels of its block: element (panel, d, lane) of a block
- * of [ENG_KV_BLOCK / ENG_KT_PANEL][kv_dim][ENG_KT_PANEL] halves. */
-static void kv_store_kt(eng_f16 *kc, int kv_dim, const float *k, int32_t r) {
+ * of [ENG_KV_BLOCK / ENG_KT_PANEL][kv_dim][ENG_KT_PANEL] halves; and its V into the block's rows
+ * of each KV head, [n_head_kv][ENG_KV_BLOCK][hd]. */
+static void kv_store_tiled(eng_f16 *kc, eng_f16 *vc, int kv_dim, int hd, const float *k, const float *v, int32_t r) {
     const int off = r % ENG_KV_BLOCK, p0 = off / ENG_KT_PANEL * ENG_KT_PANEL;
     eng_f16 *o = kc + ((size_t)(r - off) + (size_t)p0) * kv_dim + (off - p0);
     eng_f16 h[256];
@@ -291,11 +292,13 @@ static void kv_store_kt(eng_f16 *kc, int kv_dim, const float *k, int32_t r) {
         eng_f32_to_f16_row(k + d0, h, nd);
         for (int d = 0; d < nd; d++) o[(size_t)(d0 + d) * ENG_KT_PANEL] = h[d];
     }
+    for (int d0 = 0; d0 < kv_dim; d0 += hd)
+        eng_f32_to_f16_row(v + d0, vc + ((size_t)(r - off) * kv_dim + (size_t)d0 * ENG_KV_BLOCK + (size_t)off * hd), hd);
 }
 
-static void cpu_kv_store(eng_backend *be, void *kc, void *vc, int kv_type, int kv_dim, const float *k, const float *v,
-                         int ld, int n_tok, const int32_t *slot) {
-    const bool kt = kv_type == ENG_TYPE_F16 && ((cpu_be *)be->impl)->kt_dots;
+static void cpu_kv_store(eng_backend *be, void *kc, void *vc, int kv_type, int kv_dim, int hd, const float *k,
+                         const float *v, int ld, int n_tok, const int32_t *slot) {
+    const bool tiled = kv_type == ENG_TYPE_F16 && ((cpu_be *)be->impl)->kt_dots;
     for (int t = 0; t < n_tok; t++) {
         const size_t row = (size_t)slot[t] * kv_dim;
         if (kv_type == ENG_TYPE_F32) {
@@ -307,8 +310,11 @@ static void cpu_kv_store(eng_backend *be, void *kc, void *vc, int kv_type, int k
             eng_quantize_row_q8_0(k + (size_t)t * ld, (uint8_t *)kc + (size_t)slot[t] * rb, kv_dim);
             eng_quantize_row_q8_0(v + (size_t)t * ld, (uint8_t *)vc + (size_t)slot[t] * rb, kv_dim);
         } else {
-            if (kt) kv_store_kt(kc, kv_dim, k + (size_t)t * ld, slot[t]);
-            else eng_f32_to_f16_row(k + (size_t)t * ld, (eng_f16 *)kc + row, kv_dim);
+            if (tiled) {
+                kv_store_tiled(kc, vc, kv_dim, hd, k + (size_t)t * ld, v + (size_t)t * ld, slot[t]);
+                continue;
+            }
+            eng_f32_to_f16_row(k + (size_t)t * ld, (eng_f16 *)kc + row, kv_dim);
             eng_f32_to_f16_row(v + (size_t)t * ld, (eng_f16 *)vc + row, kv_dim);
         }
     }
@@ -321,13 +327,15 @@ typedef struct attn_task {
     atomic_llong next; /* the first work item no thread has claimed */
 } attn_task;
 
-/* Cache rows of block ib of token t's sequence, from KV head kvh on; in panels (kt), KV head
- * kvh's slice of the block's first panel. */
-static inline const uint8_t *kv_block(const eng_attn_args *a, const void *base, bool kt, int t, int ib, int kvh) {
+/* KV head kvh's part of block ib of token t's sequence: rows (from the head's slice of the
+ * first row on) where the block is row by row; where it is per head (rows, hd values per row
+ * the head holds before the next head's: ENG_KT_PANEL for K's panels, the block's rows for V),
+ * the head's slice of the first panel or its first row. */
+static inline const uint8_t *kv_block(const eng_attn_args *a, const void *base, int per_head, int t, int ib, int kvh) {
     const size_t row = eng_row_size(a->kv_type, (int64_t)a->n_head_kv * a->hd);
     const int32_t blk = a->blk_table[(size_t)a->seq[t] * a->blk_stride + ib];
     return (const uint8_t *)base + (size_t)blk * a->blk_size * row +
-           eng_row_size(a->kv_type, (int64_t)kvh * a->hd) * (kt ? ENG_KT_PANEL : 1);
+           eng_row_size(a->kv_type, (int64_t)kvh * a->hd) * (size_t)per_head;
 }
 
 /* Rows of the cache block at index ib that token t reads (0 or less: none). */
@@ -406,7 +414,7 @@ static void attn_heads(void *arg, int ith, int nth) {
     float *mx = sc + 2 * (size_t)R, *st = mx + R, *qc = st + (size_t)R * B, *acc = qc + (size_t)R * hd;
     float *wk = acc + (size_t)R * hd, *wv = wk + wk_floats;
     /* a Q8_0 block is always dequantized first and scored and mixed by the F32 kernels; in its
-     * place the kernels read the rows (K of an F16 cache: the panels, kt) as stored */
+     * place the kernels read the rows (an F16 cache's in the backend's tiled layout, kt) as stored */
     const bool q8 = a->kv_type == ENG_TYPE_Q8_0, kt = a->kv_type == ENG_TYPE_F16 && at->c->kt_dots, ex = at->c->exact;
     const eng_kv_dots_fn kdots = q8 ? eng_kv_dots_q8_0(ex) : kt ? at->c->kt_dots : eng_kv_dots_best(a->kv_type, ex);
     const eng_kv_mix_fn vmix = q8 ? eng_kv_mix_q8_0(ex) : eng_kv_mix_best(a->kv_type, ex);
@@ -437,12 +445,12 @@ static void attn_heads(void *arg, int ith, int nth) {
             for (int j = 0, j1, nw; j < m; j = j1) {
                 j1 = block_run(a, t0, m, j, ib, &nw);
                 if (nw <= 0) continue;
-                const uint8_t *kb = kv_block(a, a->k, kt, t0 + j, ib, kvh);
-                const uint8_t *vb = kv_block(a, a->v, false, t0 + j, ib, kvh);
+                const uint8_t *kb = kv_block(a, a->k, kt ? ENG_KT_PANEL : 1, t0 + j, ib, kvh);
+                const uint8_t *vb = kv_block(a, a->v, kt ? B : 1, t0 + j, ib, kvh);
                 /* a block several tokens read is widened once, its rows up to the furthest any of
                  * them reads; each token then scores and mixes its own rows of it */
                 const bool shared = kdots_w && vmix_w && j1 - j >= min_run;
-                size_t kst = kt ? kpanel : row, vst = row;
+                size_t kst = kt ? kpanel : row, vst = kt ? (size_t)hd * 2 : row;
                 const void *kr = kb, *vr = vb;
                 if (shared) {
                     if (q8) {
@@ -457,7 +465,7 @@ static void attn_heads(void *arg, int ith, int nth) {
                         kr = wk;
                         kst = (size_t)ENG_KT_PANEL * hd * sizeof(float);
                     }
-                    vr = q8 ? widen_q8_0(vb, row, nw, hd, wv) : widen(vb, row, nw, hd, wv);
+                    vr = q8 ? widen_q8_0(vb, row, nw, hd, wv) : widen(vb, vst, nw, hd, wv);
                     vst = (size_t)hd * 4;
                 }
                 for (int u = j, u1; u < j1; u = u1) { /* tokens reading the same rows */
