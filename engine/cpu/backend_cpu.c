@@ -37,9 +37,9 @@ typedef struct cpu_be {
     atomic_size_t oom; /* bytes of scratch an op could not get since the last sync, or 0 */
     int *dn_order;     /* deltanet's grouping of a step's tokens by sequence */
     size_t dn_order_cap;
-    /* An F16 cache's K in panels (kernels.h) where the CPU has the kernels that read them, else
-     * row by row: chosen once, when the backend is made, so the layout kv_store writes is the
-     * one attention reads whatever the dispatch says later. */
+    /* An F16 cache tiled (K in panels, V per KV head; kernels.h) where the CPU has the kernels
+     * that read K so, else whole rows: chosen once, when the backend is made, so the layout
+     * kv_store writes is the one attention reads whatever the dispatch says later. */
     eng_kv_dots_fn kt_dots, kt_dots_w;
 } cpu_be;
 
