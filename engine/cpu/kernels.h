@@ -141,7 +141,8 @@ eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact);
  * panel's, n positions from the panel's start, kst the bytes from one panel to the next. NULL
  * where the CPU has no such kernel; then the cache keeps K row by row like V, for
  * eng_kv_dots_best. (Where K is in panels, the cache keeps V per KV head: a block's V is
- * [n_head_kv][ENG_KV_BLOCK][hd], rows hd halves apart, for the same mix kernels.) eng_kv_dots_widened is the same kernel over panels widened to floats
+ * [n_head_kv][ENG_KV_BLOCK][hd], rows hd halves apart, for the same mix kernels.)
+ * eng_kv_dots_widened is the same kernel over panels widened to floats
  * (eng_f16_to_f32_row on each head slice; kst again the panel stride, in bytes of floats): the
  * same bits without a conversion in the inner loop, for a block that many tokens read. V is
  * widened row by row for eng_kv_mix_widened (v points at floats, vst the row stride in bytes),
