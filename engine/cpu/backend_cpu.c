@@ -292,8 +292,8 @@ static void kv_store_tiled(eng_f16 *kc, eng_f16 *vc, int kv_dim, int hd, const f
         eng_f32_to_f16_row(k + d0, h, nd);
         for (int d = 0; d < nd; d++) o[(size_t)(d0 + d) * ENG_KT_PANEL] = h[d];
     }
-    for (int d0 = 0; d0 < kv_dim; d0 += hd)
-        eng_f32_to_f16_row(v + d0, vc + ((size_t)(r - off) * kv_dim + (size_t)d0 * ENG_KV_BLOCK + (size_t)off * hd), hd);
+    eng_f16 *vb = vc + (size_t)(r - off) * kv_dim + (size_t)off * hd; /* head 0's row r */
+    for (int d0 = 0; d0 < kv_dim; d0 += hd) eng_f32_to_f16_row(v + d0, vb + (size_t)d0 * ENG_KV_BLOCK, hd);
 }
 
 static void cpu_kv_store(eng_backend *be, void *kc, void *vc, int kv_type, int kv_dim, int hd, const float *k,
