@@ -701,29 +701,41 @@ void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n) {
     for (; i < n; i++) acc[i] += w * x[i];
 }
 
-/* ---- attention over an F16 cache (or F32 rows: a Q8_0 cache's, widened), query heads grouped
- * per KV head ---------------------------------------------------------------------------------- */
+/* ---- attention over an F16 cache, F32 rows or a Q8_0 cache's rows (as stored or widened), query
+ * heads grouped per KV head --------------------------------------------------------------------- */
 
 /* Each cached row is converted once for up to 4 query heads (the group of a KV head in Qwen3 and
  * Qwen3.5). Per (head, row) the arithmetic does not depend on how many heads or rows a call gets:
  * scores are 8-lane fma sums over the head dimension reduced by one fixed tree, mixes add the
- * rows in order per element. */
+ * rows in order per element. A Q8_0 row's values are q * d, the product eng_q8_0_to_f32_row
+ * stores, so a Q8_0 row scores and mixes to the same bits as stored or widened to floats. */
 #define KV_CHUNK 32 /* rows per pass over the heads: 8 KB of F16 K or V, in L1 */
 
-/* 8 values of a cached row from element d on: halves converted, or floats as they are (w32) */
-static inline __m256 kv_load8(const uint8_t *row, int d, bool w32) {
-    return w32 ? _mm256_loadu_ps((const float *)(const void *)row + d)
-               : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * (size_t)d)));
+enum kv_kind { KV_F16, KV_F32, KV_Q8_0 };
+
+/* bytes of one row's hd values */
+static inline size_t kv_row_bytes(enum kv_kind kind, int hd) {
+    return kind == KV_Q8_0 ? (size_t)hd / 32 * sizeof(eng_block_q8_0) : (size_t)hd * (kind == KV_F32 ? 4 : 2);
+}
+
+/* 8 values of a cached row from element d on (d a multiple of 8): halves converted, floats as
+ * they are, or a Q8_0 block's quants times its scale */
+static inline __m256 kv_load8(const uint8_t *row, int d, enum kv_kind kind) {
+    if (kind == KV_F32) return _mm256_loadu_ps((const float *)(const void *)row + d);
+    if (kind == KV_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * (size_t)d)));
+    const eng_block_q8_0 *b = (const eng_block_q8_0 *)(const void *)row + d / 32;
+    const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b->qs + d % 32)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(f16(b->d)));
 }
 
 /* up to 4 heads (gn) against 2 rows (np 1: the second row's lanes are dropped) */
 static DP_ALWAYS_INLINE void dots_4x2(const float *q, size_t lq, int gn, const uint8_t *k, size_t kst,
-                                                           int np, int hd, float *s, size_t ls, bool w32) {
+                                                           int np, int hd, float *s, size_t ls, enum kv_kind kind) {
     __m256 acc[4][2];
     for (int g = 0; g < 4; g++) acc[g][0] = acc[g][1] = _mm256_setzero_ps();
     const uint8_t *k1 = np > 1 ? k + kst : k;
     for (int d = 0; d < hd; d += 8) {
-        const __m256 kv0 = kv_load8(k, d, w32), kv1 = kv_load8(k1, d, w32);
+        const __m256 kv0 = kv_load8(k, d, kind), kv1 = kv_load8(k1, d, kind);
         for (int g = 0; g < gn; g++) {
             const __m256 qv = _mm256_loadu_ps(q + (size_t)g * lq + d);
             acc[g][0] = _mm256_fmadd_ps(qv, kv0, acc[g][0]);
@@ -741,9 +753,10 @@ static DP_ALWAYS_INLINE void dots_4x2(const float *q, size_t lq, int gn, const u
 }
 
 static DP_ALWAYS_INLINE void kv_dots(const float *q, size_t lq, int G, const void *k, size_t kst,
-                                                          int n, int hd, float *s, size_t ls, bool w32) {
+                                                          int n, int hd, float *s, size_t ls, enum kv_kind kind) {
     const uint8_t *kb = k;
-    if (hd % 8) { /* not a model shape seen so far */
+    const bool w32 = kind == KV_F32;
+    if (hd % 8) { /* not a model shape seen so far (a Q8_0 cache's head size is a multiple of 32) */
         for (int g = 0; g < G; g++)
             for (int p = 0; p < n; p++)
                 s[(size_t)g * ls + p] = (w32 ? eng_kv_dot_f32_avx2 : eng_kv_dot_f16_avx2)(q + (size_t)g * lq, kb + (size_t)p * kst, hd);
@@ -751,7 +764,7 @@ static DP_ALWAYS_INLINE void kv_dots(const float *q, size_t lq, int G, const voi
     }
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
         const int p1 = n - p0 < KV_CHUNK ? n : p0 + KV_CHUNK;
-        eng_prefetch_kv(kb, kst, p0, KV_CHUNK, n, (size_t)hd * (w32 ? 4 : 2));
+        eng_prefetch_kv(kb, kst, p0, KV_CHUNK, n, kv_row_bytes(kind, hd));
         for (int g0 = 0; g0 < G; g0 += 4) {
             const int gn = G - g0 < 4 ? G - g0 : 4;
             for (int p = p0; p < p1; p += 2) {
@@ -759,10 +772,10 @@ static DP_ALWAYS_INLINE void kv_dots(const float *q, size_t lq, int G, const voi
                 const float *qg = q + (size_t)g0 * lq;
                 float *sg = s + (size_t)g0 * ls + p;
                 switch (gn) { /* specialized so the accumulators stay in registers */
-                case 1: dots_4x2(qg, lq, 1, kb + (size_t)p * kst, kst, np, hd, sg, ls, w32); break;
-                case 2: dots_4x2(qg, lq, 2, kb + (size_t)p * kst, kst, np, hd, sg, ls, w32); break;
-                case 3: dots_4x2(qg, lq, 3, kb + (size_t)p * kst, kst, np, hd, sg, ls, w32); break;
-                default: dots_4x2(qg, lq, 4, kb + (size_t)p * kst, kst, np, hd, sg, ls, w32); break;
+                case 1: dots_4x2(qg, lq, 1, kb + (size_t)p * kst, kst, np, hd, sg, ls, kind); break;
+                case 2: dots_4x2(qg, lq, 2, kb + (size_t)p * kst, kst, np, hd, sg, ls, kind); break;
+                case 3: dots_4x2(qg, lq, 3, kb + (size_t)p * kst, kst, np, hd, sg, ls, kind); break;
+                default: dots_4x2(qg, lq, 4, kb + (size_t)p * kst, kst, np, hd, sg, ls, kind); break;
                 }
             }
         }
@@ -770,16 +783,20 @@ static DP_ALWAYS_INLINE void kv_dots(const float *q, size_t lq, int G, const voi
 }
 
 void eng_kv_dots_f16_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
-    kv_dots(q, lq, G, k, kst, n, hd, s, ls, false);
+    kv_dots(q, lq, G, k, kst, n, hd, s, ls, KV_F16);
 }
 
 void eng_kv_dots_f32_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
-    kv_dots(q, lq, G, k, kst, n, hd, s, ls, true);
+    kv_dots(q, lq, G, k, kst, n, hd, s, ls, KV_F32);
 }
 
-/* acc_g[0..16) += sum_p w_g[p] v_p[0..16) for up to 4 heads, rows in order */
+void eng_kv_dots_q8_0_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
+    kv_dots(q, lq, G, k, kst, n, hd, s, ls, KV_Q8_0);
+}
+
+/* acc_g[0..16) += sum_p w_g[p] v_p[d0..d0 + 16) for up to 4 heads, rows in order */
 static DP_ALWAYS_INLINE void mix_4x16(float *acc, size_t la, int gn, const float *w, size_t lw,
-                                                           const uint8_t *v, size_t vst, int n, bool w32) {
+                                                           const uint8_t *v, size_t vst, int d0, int n, enum kv_kind kind) {
     __m256 a[4][2];
     for (int g = 0; g < gn; g++) {
         a[g][0] = _mm256_loadu_ps(acc + (size_t)g * la);
@@ -787,7 +804,7 @@ static DP_ALWAYS_INLINE void mix_4x16(float *acc, size_t la, int gn, const float
     }
     for (int p = 0; p < n; p++) {
         const uint8_t *r = v + (size_t)p * vst;
-        const __m256 v0 = kv_load8(r, 0, w32), v1 = kv_load8(r, 8, w32);
+        const __m256 v0 = kv_load8(r, d0, kind), v1 = kv_load8(r, d0 + 8, kind);
         for (int g = 0; g < gn; g++) {
             const __m256 wv = _mm256_broadcast_ss(w + (size_t)g * lw + p);
             a[g][0] = _mm256_fmadd_ps(wv, v0, a[g][0]);
@@ -801,8 +818,9 @@ static DP_ALWAYS_INLINE void mix_4x16(float *acc, size_t la, int gn, const float
 }
 
 static DP_ALWAYS_INLINE void kv_mix(float *acc, size_t la, int G, const float *w, size_t lw,
-                                                         const void *v, size_t vst, int n, int hd, bool w32) {
+                                                         const void *v, size_t vst, int n, int hd, enum kv_kind kind) {
     const uint8_t *vb = v;
+    const bool w32 = kind == KV_F32;
     if (hd % 16) {
         for (int g = 0; g < G; g++)
             for (int p = 0; p < n; p++)
@@ -811,18 +829,18 @@ static DP_ALWAYS_INLINE void kv_mix(float *acc, size_t la, int G, const float *w
     }
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
         const int np = n - p0 < KV_CHUNK ? n - p0 : KV_CHUNK;
-        eng_prefetch_kv(vb, vst, p0, KV_CHUNK, n, (size_t)hd * (w32 ? 4 : 2));
+        eng_prefetch_kv(vb, vst, p0, KV_CHUNK, n, kv_row_bytes(kind, hd));
         for (int g0 = 0; g0 < G; g0 += 4) {
             const int gn = G - g0 < 4 ? G - g0 : 4;
             for (int d0 = 0; d0 < hd; d0 += 16) {
                 float *ag = acc + (size_t)g0 * la + d0;
                 const float *wg = w + (size_t)g0 * lw + p0;
-                const uint8_t *vd = vb + (w32 ? 4 : 2) * (size_t)d0 + (size_t)p0 * vst;
+                const uint8_t *vd = vb + (size_t)p0 * vst;
                 switch (gn) {
-                case 1: mix_4x16(ag, la, 1, wg, lw, vd, vst, np, w32); break;
-                case 2: mix_4x16(ag, la, 2, wg, lw, vd, vst, np, w32); break;
-                case 3: mix_4x16(ag, la, 3, wg, lw, vd, vst, np, w32); break;
-                default: mix_4x16(ag, la, 4, wg, lw, vd, vst, np, w32); break;
+                case 1: mix_4x16(ag, la, 1, wg, lw, vd, vst, d0, np, kind); break;
+                case 2: mix_4x16(ag, la, 2, wg, lw, vd, vst, d0, np, kind); break;
+                case 3: mix_4x16(ag, la, 3, wg, lw, vd, vst, d0, np, kind); break;
+                default: mix_4x16(ag, la, 4, wg, lw, vd, vst, d0, np, kind); break;
                 }
             }
         }
@@ -830,9 +848,13 @@ static DP_ALWAYS_INLINE void kv_mix(float *acc, size_t la, int G, const float *w
 }
 
 void eng_kv_mix_f16_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
-    kv_mix(acc, la, G, w, lw, v, vst, n, hd, false);
+    kv_mix(acc, la, G, w, lw, v, vst, n, hd, KV_F16);
 }
 
 void eng_kv_mix_f32_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
-    kv_mix(acc, la, G, w, lw, v, vst, n, hd, true);
+    kv_mix(acc, la, G, w, lw, v, vst, n, hd, KV_F32);
+}
+
+void eng_kv_mix_q8_0_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
+    kv_mix(acc, la, G, w, lw, v, vst, n, hd, KV_Q8_0);
 }

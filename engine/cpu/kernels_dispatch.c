@@ -279,6 +279,22 @@ eng_kv_mix_fn eng_kv_mix_q8_0(bool exact) {
     return eng_kv_mix_best(ENG_TYPE_F32, exact);
 }
 
+eng_kv_dots_fn eng_kv_dots_q8_0_rows(bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx2()) return eng_kv_dots_q8_0_avx2;
+#endif
+    (void)exact;
+    return NULL;
+}
+
+eng_kv_mix_fn eng_kv_mix_q8_0_rows(bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx2()) return eng_kv_mix_q8_0_avx2;
+#endif
+    (void)exact;
+    return NULL;
+}
+
 eng_kv_dots_fn eng_kv_dots_panels(bool exact) {
 #ifdef DP_HAVE_X86
     if (!exact && !g_force_scalar && have_avx512()) return eng_kv_dots_f16p_avx512;

@@ -549,6 +549,67 @@ static void test_grouped_attention_loops(void **state) {
     with_avx2_too(grouped_attention_check);
 }
 
+/* A Q8_0 cache's rows scored and mixed as stored: the same bits as the widened-row kernels over
+ * eng_q8_0_to_f32_row's floats, whatever the group size or the split of the rows into calls, with
+ * this head the second of two in each cache row (the first head's blocks hold NaN scales, which
+ * no result may read). */
+static void q8_0_rows_attention_check(void) {
+    const eng_kv_dots_fn dots = eng_kv_dots_q8_0_rows(false), wdots = eng_kv_dots_q8_0(false);
+    const eng_kv_mix_fn mix = eng_kv_mix_q8_0_rows(false), wmix = eng_kv_mix_q8_0(false);
+    assert_null(eng_kv_dots_q8_0_rows(true));
+    assert_null(eng_kv_mix_q8_0_rows(true));
+    if (!dots || !mix) {
+        print_message("no kernels for a Q8_0 cache's rows here: every block is widened first\n");
+        return;
+    }
+    const int hds[] = {128, 64, 32};
+    enum { NMAX = 77, GMAX = 6, HMAX = 128 };
+    const size_t bsz = sizeof(eng_block_q8_0);
+    static uint8_t kq[NMAX * 2 * HMAX / 32 * sizeof(eng_block_q8_0)];
+    float q[GMAX * HMAX], w[GMAX * NMAX], x[2 * HMAX], kw[NMAX * HMAX];
+    uint64_t r = 7;
+    for (int i = 0; i < GMAX * HMAX; i++) q[i] = sinf((float)i * 0.29f);
+    for (int i = 0; i < GMAX * NMAX; i++) w[i] = 0.5f + 0.5f * cosf((float)i * 0.13f);
+    for (size_t hi = 0; hi < sizeof(hds) / sizeof(hds[0]); hi++) {
+        const int hd = hds[hi];
+        const size_t row = 2 * (size_t)hd / 32 * bsz, head = (size_t)hd / 32 * bsz;
+        for (int p = 0; p < NMAX; p++) {
+            for (int i = 0; i < 2 * hd; i++) x[i] = tu_randn(&r) * (float)(1 + p % 5);
+            eng_quantize_row_q8_0(x, kq + (size_t)p * row, 2 * hd);
+            for (int b = 0; b < hd / 32; b++) ((eng_block_q8_0 *)(void *)(kq + (size_t)p * row))[b].d = 0x7e00;
+            eng_q8_0_to_f32_row(kq + (size_t)p * row + head, kw + (size_t)p * hd, hd);
+        }
+        const uint8_t *k = kq + head;
+        for (int G = 1; G <= GMAX; G++) {
+            float s[GMAX * NMAX], sw[GMAX * NMAX], s1[NMAX], a[GMAX * HMAX] = {0}, aw[GMAX * HMAX] = {0};
+            dots(q, (size_t)hd, G, k, row, NMAX, hd, s, NMAX);
+            wdots(q, (size_t)hd, G, kw, (size_t)hd * 4, NMAX, hd, sw, NMAX);
+            mix(a, (size_t)hd, G, w, NMAX, k, row, NMAX, hd);
+            wmix(aw, (size_t)hd, G, w, NMAX, kw, (size_t)hd * 4, NMAX, hd);
+            if (memcmp(s, sw, (size_t)G * NMAX * sizeof(float)))
+                fail_msg("hd %d G %d: Q8_0 rows score differently as stored and widened", hd, G);
+            if (memcmp(a, aw, (size_t)G * hd * sizeof(float)))
+                fail_msg("hd %d G %d: Q8_0 rows mix differently as stored and widened", hd, G);
+            for (int g = 0; g < G; g++) { /* head g alone, rows in two calls (13 + the rest) */
+                dots(q + g * hd, (size_t)hd, 1, k, row, 13, hd, s1, NMAX);
+                dots(q + g * hd, (size_t)hd, 1, k + 13 * row, row, NMAX - 13, hd, s1 + 13, NMAX);
+                if (memcmp(s1, s + g * NMAX, sizeof(s1)))
+                    fail_msg("Q8_0 rows hd %d: head %d scores differently alone than in a group of %d", hd, g, G);
+                float a1[HMAX] = {0};
+                mix(a1, (size_t)hd, 1, w + g * NMAX, NMAX, k, row, 13, hd);
+                mix(a1, (size_t)hd, 1, w + g * NMAX + 13, NMAX, k + 13 * row, row, NMAX - 13, hd);
+                if (memcmp(a1, a + g * hd, (size_t)hd * sizeof(float)))
+                    fail_msg("Q8_0 rows hd %d: head %d mixes differently alone than in a group of %d", hd, g, G);
+            }
+        }
+    }
+}
+
+static void test_q8_0_rows_attention_matches_widened_bits(void **state) {
+    (void)state;
+    with_avx2_too(q8_0_rows_attention_check);
+}
+
 /* The delta rule's one-token step, the fast kernel against the reference over several steps (the
  * state carries its rounding on): state rows and outputs within a relative 1e-5, for the model's
  * dk = dv = 128, a row count that is not a multiple of the kernel's four, and a dk that takes the
@@ -653,6 +714,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_n_matches_matmul_per_weight),
         cmocka_unit_test(test_q8_0_activation_rounds_half_to_even),
         cmocka_unit_test(test_grouped_attention_loops),
+        cmocka_unit_test(test_q8_0_rows_attention_matches_widened_bits),
         cmocka_unit_test(test_exp_ops_match_reference),
         cmocka_unit_test(test_f32_to_f16_row_matches_scalar_bits),
         cmocka_unit_test(test_q8_0_to_f32_row_matches_dequantize_bits),

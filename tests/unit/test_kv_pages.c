@@ -258,7 +258,7 @@ static void shared_blocks_step(fixture *f, int n_threads, int kv_type) {
 }
 
 static void test_sequences_over_shared_blocks_get_lone_results(void **state) {
-    for (int kv = 0; kv < 2; kv++) { /* F16, and Q8_0 (every block dequantized before it is read) */
+    for (int kv = 0; kv < 2; kv++) { /* F16, and Q8_0 (a block read as stored or widened first) */
         shared_blocks_step(*state, 1, kv ? ENG_TYPE_Q8_0 : ENG_TYPE_F16);
         shared_blocks_step(*state, 2, kv ? ENG_TYPE_Q8_0 : ENG_TYPE_F16);
         shared_blocks_step(*state, 3, kv ? ENG_TYPE_Q8_0 : ENG_TYPE_F16);
