@@ -420,10 +420,10 @@ static void attn_heads(void *arg, int ith, int nth) {
     const bool q8 = a->kv_type == ENG_TYPE_Q8_0, kt = a->kv_type == ENG_TYPE_F16 && at->c->kt_dots, ex = at->c->exact;
     const eng_kv_dots_fn q8dots = q8 ? eng_kv_dots_q8_0_rows(ex) : NULL;
     const eng_kv_mix_fn q8mix = q8 ? eng_kv_mix_q8_0_rows(ex) : NULL;
-    /* the grouped kernels take up to 4 heads a pass: a larger group would convert each Q8_0 value
-     * once per pass, where widening converts it once (G 6, 4096 positions: 0.74x as fast as
-     * widening; G 4: 1.17x) */
-    const bool q8r = q8dots && q8mix && G <= 4;
+    /* a group the kernels take in several passes would convert each Q8_0 value once per pass,
+     * where widening converts it once (AVX2, G 6 in passes of 4, 4096 positions: 0.74x as fast
+     * as widening; G 4: 1.17x) */
+    const bool q8r = q8dots && q8mix && G <= eng_kv_q8_0_rows_group();
     const eng_kv_dots_fn kdots_w = kt ? at->c->kt_dots_w : q8 ? eng_kv_dots_q8_0(ex) : NULL;
     const eng_kv_mix_fn vmix_w = kt ? eng_kv_mix_widened(ex) : q8 ? eng_kv_mix_q8_0(ex) : NULL;
     const eng_kv_dots_fn kdots = q8 ? (q8r ? q8dots : kdots_w) : kt ? at->c->kt_dots : eng_kv_dots_best(a->kv_type, ex);

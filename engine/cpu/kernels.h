@@ -151,15 +151,18 @@ eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact);
 eng_kv_dots_fn eng_kv_dots_panels(bool exact);
 eng_kv_dots_fn eng_kv_dots_widened(bool exact);
 eng_kv_mix_fn eng_kv_mix_widened(bool exact);
-/* The kernels for a Q8_0 cache's rows once widened to floats: the grouped kernels over floats
- * (AVX2), apart from the F32 cache's own (eval keeps its bits). eng_kv_dots_q8_0_rows and
- * eng_kv_mix_q8_0_rows read the Q8_0 rows as stored (k and v at the head's first block, kst and
- * vst the cache's row size) with the same bits as the widened kernels over eng_q8_0_to_f32_row's
- * floats; NULL where there are none (then every block is widened first). */
+/* The kernels for a Q8_0 cache's rows once widened to floats: grouped kernels over float rows
+ * (AVX-512 or AVX2), apart from the F32 cache's own (eval keeps its bits). eng_kv_dots_q8_0_rows
+ * and eng_kv_mix_q8_0_rows read the Q8_0 rows as stored (k and v at the head's first block, kst
+ * and vst the cache's row size) with the same bits as the widened kernels over
+ * eng_q8_0_to_f32_row's floats; NULL where there are none (then every block is widened first).
+ * eng_kv_q8_0_rows_group: the most heads for which they convert each stored value once (more
+ * heads take several passes, each converting again), 0 where there are none. */
 eng_kv_dots_fn eng_kv_dots_q8_0(bool exact);
 eng_kv_mix_fn eng_kv_mix_q8_0(bool exact);
 eng_kv_dots_fn eng_kv_dots_q8_0_rows(bool exact);
 eng_kv_mix_fn eng_kv_mix_q8_0_rows(bool exact);
+int eng_kv_q8_0_rows_group(void);
 
 /* One KV tile of an online softmax (attention reads the cache tile by tile and keeps no row of
  * all its scores): with M = max(*m, scale * max s), s[p] = exp(scale * s[p] - M) in place,

@@ -398,15 +398,35 @@ void eng_delta_step_avx512(float *S, const float *k, const float *v, const float
     for (; j < dv; j++) delta_rows(1, S, j, k, v, q, vd, beta, dk, dv, o);
 }
 
-/* ---- attention over an F16 cache, query heads grouped per KV head -------------------------- */
+/* ---- attention over an F16 or a Q8_0 cache, query heads grouped per KV head ----------------- */
 
 #define KV_CHUNK 32 /* rows: 16 KB of widened V */
 
-/* A row's 16 values from d on: halves converted, or (wide) floats already converted from halves;
- * the same values either way, so the same bits downstream. */
-static DP_ALWAYS_INLINE __m512 kv_row16(bool wide, const uint8_t *r, int d) {
-    return wide ? _mm512_loadu_ps((const float *)(const void *)r + d)
-                : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 2 * (size_t)d)));
+/* How a cached row is held: halves, floats (a row widened from either), Q8_0 blocks. */
+enum kv_kind { KV_F16, KV_F32, KV_Q8_0 };
+
+/* A row's 16 values from d on (d a multiple of 16): halves converted, floats as they are, or a
+ * Q8_0 block's quants times its scale (one rounding, the product eng_q8_0_to_f32_row stores).
+ * A row widened to floats gives the same values, so the same bits downstream. */
+static DP_ALWAYS_INLINE __m512 kv_row16(enum kv_kind kind, const uint8_t *r, int d) {
+    if (kind == KV_F32) return _mm512_loadu_ps((const float *)(const void *)r + d);
+    if (kind == KV_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 2 * (size_t)d)));
+    const eng_block_q8_0 *b = (const eng_block_q8_0 *)(const void *)r + d / 32;
+    const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b->qs + d % 32)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(b->d)));
+}
+
+/* One value of a row, as kv_row16 makes it. */
+static DP_ALWAYS_INLINE float kv_val(enum kv_kind kind, const uint8_t *r, int d) {
+    if (kind == KV_F32) return ((const float *)(const void *)r)[d];
+    if (kind == KV_F16) return _cvtsh_ss(((const uint16_t *)(const void *)r)[d]);
+    const eng_block_q8_0 *b = (const eng_block_q8_0 *)(const void *)r + d / 32;
+    return (float)b->qs[d % 32] * _cvtsh_ss(b->d);
+}
+
+/* bytes of a row's hd values */
+static inline size_t kv_bytes(enum kv_kind kind, int hd) {
+    return kind == KV_Q8_0 ? (size_t)hd / 32 * sizeof(eng_block_q8_0) : (size_t)hd * (kind == KV_F32 ? 4 : 2);
 }
 
 /* Scores are computed with the positions across the lanes: each score is one chain of fmas
@@ -514,14 +534,14 @@ void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, si
 /* acc_g += sum_p w_g[p] v_p over 64 dims (nz vectors of 16) for up to 6 heads: per element the
  * fmas of the one-head kernel, in row order. Six heads keep 24 accumulators in registers, so a
  * row's 4 vectors are loaded once per 24 fmas. */
-static DP_ALWAYS_INLINE void mix_4(bool wide, float *acc, size_t la, int gn, const float *w, size_t lw,
-                                                        const uint8_t *v, size_t vst, int n, int nz) {
+static DP_ALWAYS_INLINE void mix_4(enum kv_kind kind, float *acc, size_t la, int gn, const float *w, size_t lw,
+                                                        const uint8_t *v, size_t vst, int d0, int n, int nz) {
     __m512 a[6][4];
     for (int g = 0; g < gn; g++)
         for (int z = 0; z < nz; z++) a[g][z] = _mm512_loadu_ps(acc + (size_t)g * la + 16 * z);
     for (int p = 0; p < n; p++) {
         __m512 vv[4];
-        for (int z = 0; z < nz; z++) vv[z] = kv_row16(wide, v + (size_t)p * vst, 16 * z);
+        for (int z = 0; z < nz; z++) vv[z] = kv_row16(kind, v + (size_t)p * vst, d0 + 16 * z);
         for (int g = 0; g < gn; g++) {
             const __m512 wv = _mm512_set1_ps(w[(size_t)g * lw + p]);
             for (int z = 0; z < nz; z++) a[g][z] = _mm512_fmadd_ps(wv, vv[z], a[g][z]);
@@ -531,37 +551,34 @@ static DP_ALWAYS_INLINE void mix_4(bool wide, float *acc, size_t la, int gn, con
         for (int z = 0; z < nz; z++) _mm512_storeu_ps(acc + (size_t)g * la + 16 * z, a[g][z]);
 }
 
-static DP_ALWAYS_INLINE void kv_mix(bool wide, float *acc, size_t la, int G, const float *w, size_t lw,
+static DP_ALWAYS_INLINE void kv_mix(enum kv_kind kind, float *acc, size_t la, int G, const float *w, size_t lw,
                                                          const void *v, size_t vst, int n, int hd) {
     const uint8_t *vb = v;
-    if (hd % 16) {
+    if (hd % 16) { /* not a model shape seen so far (a Q8_0 cache's heads are multiples of 32) */
         for (int g = 0; g < G; g++)
-            for (int p = 0; p < n; p++) {
-                const uint8_t *r = vb + (size_t)p * vst;
+            for (int p = 0; p < n; p++)
                 for (int d = 0; d < hd; d++)
-                    acc[(size_t)g * la + d] = fmaf(w[(size_t)g * lw + p],
-                                                   wide ? ((const float *)(const void *)r)[d] : _cvtsh_ss(((const uint16_t *)(const void *)r)[d]),
-                                                   acc[(size_t)g * la + d]);
-            }
+                    acc[(size_t)g * la + d] =
+                        fmaf(w[(size_t)g * lw + p], kv_val(kind, vb + (size_t)p * vst, d), acc[(size_t)g * la + d]);
         return;
     }
     /* rows in L1-sized chunks; per element the fmas stay in row order. Rows that lie one after
      * another (a KV head's rows of a block, as the CPU cache keeps V) are left to the hardware
      * prefetcher: fetching them by hand as well cost a quarter of the kernel's time in
      * prefetch instructions waiting for fill buffers. */
-    const bool fetch = !wide && vst != (size_t)hd * 2;
+    const bool fetch = kind != KV_F32 && vst != kv_bytes(kind, hd);
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
         const int np = n - p0 < KV_CHUNK ? n - p0 : KV_CHUNK;
-        if (fetch) eng_prefetch_kv(vb, vst, p0, KV_CHUNK, n, (size_t)hd * 2);
+        if (fetch) eng_prefetch_kv(vb, vst, p0, KV_CHUNK, n, kv_bytes(kind, hd));
         for (int g0 = 0; g0 < G; g0 += 6) {
             const int gn = G - g0 < 6 ? G - g0 : 6;
             for (int d0 = 0; d0 < hd; d0 += 64) {
                 const int nz = (hd - d0) / 16 < 4 ? (hd - d0) / 16 : 4;
                 float *ag = acc + (size_t)g0 * la + d0;
                 const float *wg = w + (size_t)g0 * lw + p0;
-                const uint8_t *vd = vb + (wide ? 4 : 2) * (size_t)d0 + (size_t)p0 * vst;
-#define MIX(GN) \
-    (nz == 4 ? mix_4(wide, ag, la, GN, wg, lw, vd, vst, np, 4) : mix_4(wide, ag, la, GN, wg, lw, vd, vst, np, nz))
+                const uint8_t *vd = vb + (size_t)p0 * vst;
+#define MIX(GN)                                                                                                        \
+    (nz == 4 ? mix_4(kind, ag, la, GN, wg, lw, vd, vst, d0, np, 4) : mix_4(kind, ag, la, GN, wg, lw, vd, vst, d0, np, nz))
                 switch (gn) {
                 case 1: MIX(1); break;
                 case 2: MIX(2); break;
@@ -577,10 +594,94 @@ static DP_ALWAYS_INLINE void kv_mix(bool wide, float *acc, size_t la, int G, con
 }
 
 void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
-    kv_mix(false, acc, la, G, w, lw, v, vst, n, hd);
+    kv_mix(KV_F16, acc, la, G, w, lw, v, vst, n, hd);
 }
 void eng_kv_mix_f16w_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
-    kv_mix(true, acc, la, G, w, lw, v, vst, n, hd);
+    kv_mix(KV_F32, acc, la, G, w, lw, v, vst, n, hd);
+}
+void eng_kv_mix_q8_0_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n,
+                            int hd) {
+    kv_mix(KV_Q8_0, acc, la, G, w, lw, v, vst, n, hd);
+}
+
+/* Scores over whole rows (a Q8_0 cache's, as stored or widened to floats), a row converted once
+ * for up to 8 heads. Per (head, row): two chains of fmas over the row's 16-value pieces, the
+ * even pieces and the odd ones, added, then the 16 lanes summed by one fixed tree; the lanes of
+ * other heads only share the shuffles, so a score does not depend on its group. */
+static DP_ALWAYS_INLINE void dots_row8(enum kv_kind kind, const float *q, size_t lq, int gn, const uint8_t *r, int hd,
+                                       float *s, size_t ls) {
+    __m512 a[8], b[8];
+    for (int g = 0; g < 8; g++) a[g] = b[g] = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d += 32) {
+        const __m512 k0 = kv_row16(kind, r, d), k1 = kv_row16(kind, r, d + 16);
+        for (int g = 0; g < gn; g++) {
+            a[g] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)g * lq + d), k0, a[g]);
+            b[g] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)g * lq + d + 16), k1, b[g]);
+        }
+    }
+    for (int g = 0; g < 8; g++) a[g] = _mm512_add_ps(a[g], b[g]);
+    /* quarters 0 + 2 and 1 + 3 of two heads at a time, then those two sums, then the four
+     * lanes of each quarter: pairs, then the pairs' sums */
+    __m512 x[4], y[2];
+    for (int i = 0; i < 4; i++)
+        x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
+                             _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
+    for (int i = 0; i < 2; i++) {
+        y[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], 0xDD));
+        y[i] = _mm512_add_ps(y[i], _mm512_permute_ps(y[i], 0xB1));
+        y[i] = _mm512_add_ps(y[i], _mm512_permute_ps(y[i], 0x4E));
+    }
+    alignas(64) float t[32];
+    _mm512_store_ps(t, y[0]);
+    _mm512_store_ps(t + 16, y[1]);
+    for (int g = 0; g < gn; g++) s[(size_t)g * ls] = t[4 * g];
+}
+
+static DP_ALWAYS_INLINE void dots_rows8(enum kv_kind kind, const float *q, size_t lq, int G, const void *k, size_t kst,
+                                        int n, int hd, float *s, size_t ls) {
+    const uint8_t *kb = k;
+    if (hd % 32) { /* not a Q8_0 cache's head size: one fma chain per score */
+        for (int g = 0; g < G; g++)
+            for (int p = 0; p < n; p++) {
+                float a = 0;
+                for (int d = 0; d < hd; d++) a = fmaf(q[(size_t)g * lq + d], kv_val(kind, kb + (size_t)p * kst, d), a);
+                s[(size_t)g * ls + p] = a;
+            }
+        return;
+    }
+    for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
+        if (kind != KV_F32) eng_prefetch_kv(kb, kst, p0, KV_CHUNK, n, kv_bytes(kind, hd));
+        const int p1 = n - p0 < KV_CHUNK ? n : p0 + KV_CHUNK;
+        for (int g0 = 0; g0 < G; g0 += 8) {
+            const float *qg = q + (size_t)g0 * lq;
+            float *sg = s + (size_t)g0 * ls;
+            const int gn = G - g0 < 8 ? G - g0 : 8;
+            for (int p = p0; p < p1; p++) {
+                const uint8_t *r = kb + (size_t)p * kst;
+                switch (gn) { /* specialized so the accumulators stay in registers */
+                case 1: dots_row8(kind, qg, lq, 1, r, hd, sg + p, ls); break;
+                case 2: dots_row8(kind, qg, lq, 2, r, hd, sg + p, ls); break;
+                case 3: dots_row8(kind, qg, lq, 3, r, hd, sg + p, ls); break;
+                case 4: dots_row8(kind, qg, lq, 4, r, hd, sg + p, ls); break;
+                case 5: dots_row8(kind, qg, lq, 5, r, hd, sg + p, ls); break;
+                case 6: dots_row8(kind, qg, lq, 6, r, hd, sg + p, ls); break;
+                case 7: dots_row8(kind, qg, lq, 7, r, hd, sg + p, ls); break;
+                default: dots_row8(kind, qg, lq, 8, r, hd, sg + p, ls); break;
+                }
+            }
+        }
+    }
+}
+
+void eng_kv_dots_q8_0_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
+                             size_t ls) {
+    dots_rows8(KV_Q8_0, q, lq, G, k, kst, n, hd, s, ls);
+}
+
+void eng_kv_dots_f32r_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
+                             size_t ls) {
+    dots_rows8(KV_F32, q, lq, G, k, kst, n, hd, s, ls);
 }
 
 /* ---- GEMM --------------------------------------------------------------------------------- */

@@ -24,6 +24,13 @@ void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t 
                            int hd);
 void eng_kv_mix_f16w_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst,
                             int n, int hd);
+/* a Q8_0 cache's rows (head sizes a multiple of 32), as stored or widened to floats (f32r) */
+void eng_kv_dots_q8_0_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
+                             size_t ls);
+void eng_kv_dots_f32r_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
+                             size_t ls);
+void eng_kv_mix_q8_0_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n,
+                            int hd);
 float eng_softmax_tile_avx512(float *s, int n, float scale, float *m, double *l);
 
 /* elementwise */

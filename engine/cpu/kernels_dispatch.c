@@ -267,6 +267,7 @@ eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact) {
 
 eng_kv_dots_fn eng_kv_dots_q8_0(bool exact) {
 #ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx512()) return eng_kv_dots_f32r_avx512;
     if (!exact && !g_force_scalar && have_avx2()) return eng_kv_dots_f32_avx2;
 #endif
     return eng_kv_dots_best(ENG_TYPE_F32, exact);
@@ -274,6 +275,7 @@ eng_kv_dots_fn eng_kv_dots_q8_0(bool exact) {
 
 eng_kv_mix_fn eng_kv_mix_q8_0(bool exact) {
 #ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx512()) return eng_kv_mix_f16w_avx512;
     if (!exact && !g_force_scalar && have_avx2()) return eng_kv_mix_f32_avx2;
 #endif
     return eng_kv_mix_best(ENG_TYPE_F32, exact);
@@ -281,6 +283,7 @@ eng_kv_mix_fn eng_kv_mix_q8_0(bool exact) {
 
 eng_kv_dots_fn eng_kv_dots_q8_0_rows(bool exact) {
 #ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx512()) return eng_kv_dots_q8_0_avx512;
     if (!exact && !g_force_scalar && have_avx2()) return eng_kv_dots_q8_0_avx2;
 #endif
     (void)exact;
@@ -289,10 +292,19 @@ eng_kv_dots_fn eng_kv_dots_q8_0_rows(bool exact) {
 
 eng_kv_mix_fn eng_kv_mix_q8_0_rows(bool exact) {
 #ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx512()) return eng_kv_mix_q8_0_avx512;
     if (!exact && !g_force_scalar && have_avx2()) return eng_kv_mix_q8_0_avx2;
 #endif
     (void)exact;
     return NULL;
+}
+
+int eng_kv_q8_0_rows_group(void) {
+#ifdef DP_HAVE_X86
+    if (!g_force_scalar && have_avx512()) return 6;
+    if (!g_force_scalar && have_avx2()) return 4;
+#endif
+    return 0;
 }
 
 eng_kv_dots_fn eng_kv_dots_panels(bool exact) {

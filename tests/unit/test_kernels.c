@@ -563,7 +563,7 @@ static void q8_0_rows_attention_check(void) {
         return;
     }
     const int hds[] = {128, 64, 32};
-    enum { NMAX = 77, GMAX = 6, HMAX = 128 };
+    enum { NMAX = 77, GMAX = 9, HMAX = 128 }; /* 9: the AVX-512 kernels take up to 8 heads a pass */
     const size_t bsz = sizeof(eng_block_q8_0);
     static uint8_t kq[NMAX * 2 * HMAX / 32 * sizeof(eng_block_q8_0)];
     float q[GMAX * HMAX], w[GMAX * NMAX], x[2 * HMAX], kw[NMAX * HMAX];
