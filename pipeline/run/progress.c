@@ -64,7 +64,9 @@ void pl_progress_update(pl_progress *p, const pl_progress_snapshot *s, bool fina
     const uint64_t every = p->tty ? 250000000ull : 10000000000ull;
     if (!final && now - p->t_last < every) return;
     p->t_last = now;
-    const uint64_t tokens = s->gen_tokens + s->prompt_tokens;
+    /* tokens as the engine computes them, so that a long prompt's minutes of prefill show a rate
+     * before its request finishes */
+    const uint64_t tokens = s->computed_tokens ? s->computed_tokens : s->gen_tokens + s->prompt_tokens;
     if (now - p->t_rate >= 1000000000ull) {
         const double inst = (double)(tokens - p->tokens_at_last) * 1e9 / (double)(now - p->t_rate);
         p->rate = p->rate > 0 ? 0.7 * p->rate + 0.3 * inst : inst;

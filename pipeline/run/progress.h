@@ -13,6 +13,9 @@ typedef struct pl_progress_snapshot {
     uint64_t files;
     bool listing_done;
     uint64_t docs_listed, docs_done, docs_skipped, docs_failed, requests_done, gen_tokens, prompt_tokens;
+    /* tokens computed so far, counted as each engine step ends (0 where the stage does not count
+     * them: the rate then follows finished requests) */
+    uint64_t computed_tokens;
 } pl_progress_snapshot;
 
 /* The time left, from the rate at which documents are processed (skipped ones do not count):

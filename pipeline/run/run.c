@@ -721,14 +721,14 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
         }
         dp_mutex_lock(&r->mu);
         pl_progress_snapshot s = {r->n_files, r->listing_done, r->n_docs_listed, r->n_docs_done, r->n_docs_skipped,
-                                  r->n_docs_failed, r->n_requests_done, r->n_gen_tokens, r->n_prompt_tokens};
+                                  r->n_docs_failed, r->n_requests_done, r->n_gen_tokens, r->n_prompt_tokens, r->n_computed_tokens};
         done = r->writer_done;
         dp_mutex_unlock(&r->mu);
         pl_progress_update(&pg, &s, false);
     }
     for (int i = 0; i < started; i++) dp_thread_join(&th[i]);
     pl_progress_snapshot s = {r->n_files, r->listing_done, r->n_docs_listed, r->n_docs_done, r->n_docs_skipped,
-                              r->n_docs_failed, r->n_requests_done, r->n_gen_tokens, r->n_prompt_tokens};
+                              r->n_docs_failed, r->n_requests_done, r->n_gen_tokens, r->n_prompt_tokens, r->n_computed_tokens};
     pl_progress_update(&pg, &s, true);
     const double secs = (double)(dp_time_ns() - r->t0) / 1e9;
     const uint64_t ran = r->n_docs_done - r->n_docs_skipped;

@@ -330,6 +330,9 @@ void *pl_stage_infer(void *arg) {
         }
         dp_status st = pl_sched_step(f.s, on_done, &f, &f.err);
         if (st && st != DP_EOF) f.st = st;
+        dp_mutex_lock(&r->mu);
+        r->n_computed_tokens = pl_sched_tokens(f.s);
+        dp_mutex_unlock(&r->mu);
     }
 out:
     if (f.s) {
