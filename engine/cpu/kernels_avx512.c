@@ -632,9 +632,9 @@ static DP_ALWAYS_INLINE void dots_row8(enum kv_kind kind, const float *q, size_t
         y[i] = _mm512_add_ps(y[i], _mm512_permute_ps(y[i], 0xB1));
         y[i] = _mm512_add_ps(y[i], _mm512_permute_ps(y[i], 0x4E));
     }
-    alignas(64) float t[32];
-    _mm512_store_ps(t, y[0]);
-    _mm512_store_ps(t + 16, y[1]);
+    float t[32]; /* unaligned stores: a Windows stack keeps only 16-byte alignment */
+    _mm512_storeu_ps(t, y[0]);
+    _mm512_storeu_ps(t + 16, y[1]);
     for (int g = 0; g < gn; g++) s[(size_t)g * ls] = t[4 * g];
 }
 
