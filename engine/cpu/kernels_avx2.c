@@ -711,18 +711,11 @@ void eng_kv_axpy_f32_avx2(float *acc, float w, const void *v, int n) {
  * stores, so a Q8_0 row scores and mixes to the same bits as stored or widened to floats. */
 #define KV_CHUNK 32 /* rows per pass over the heads: 8 KB of F16 K or V, in L1 */
 
-enum kv_kind { KV_F16, KV_F32, KV_Q8_0 };
-
-/* bytes of one row's hd values */
-static inline size_t kv_row_bytes(enum kv_kind kind, int hd) {
-    return kind == KV_Q8_0 ? (size_t)hd / 32 * sizeof(eng_block_q8_0) : (size_t)hd * (kind == KV_F32 ? 4 : 2);
-}
-
-/* 8 values of a cached row from element d on (d a multiple of 8): halves converted, floats as
- * they are, or a Q8_0 block's quants times its scale */
-static inline __m256 kv_load8(const uint8_t *row, int d, enum kv_kind kind) {
-    if (kind == KV_F32) return _mm256_loadu_ps((const float *)(const void *)row + d);
-    if (kind == KV_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * (size_t)d)));
+/* 8 values of a cached row from element d on (d a multiple of 8), by the row's type (kind):
+ * halves converted, floats as they are, or a Q8_0 block's quants times its scale */
+static inline __m256 kv_load8(const uint8_t *row, int d, int kind) {
+    if (kind == ENG_TYPE_F32) return _mm256_loadu_ps((const float *)(const void *)row + d);
+    if (kind == ENG_TYPE_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * (size_t)d)));
     const eng_block_q8_0 *b = (const eng_block_q8_0 *)(const void *)row + d / 32;
     const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b->qs + d % 32)));
     return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(f16(b->d)));
@@ -730,7 +723,7 @@ static inline __m256 kv_load8(const uint8_t *row, int d, enum kv_kind kind) {
 
 /* up to 4 heads (gn) against 2 rows (np 1: the second row's lanes are dropped) */
 static DP_ALWAYS_INLINE void dots_4x2(const float *q, size_t lq, int gn, const uint8_t *k, size_t kst,
-                                                           int np, int hd, float *s, size_t ls, enum kv_kind kind) {
+                                                           int np, int hd, float *s, size_t ls, int kind) {
     __m256 acc[4][2];
     for (int g = 0; g < 4; g++) acc[g][0] = acc[g][1] = _mm256_setzero_ps();
     const uint8_t *k1 = np > 1 ? k + kst : k;
@@ -753,18 +746,19 @@ static DP_ALWAYS_INLINE void dots_4x2(const float *q, size_t lq, int gn, const u
 }
 
 static DP_ALWAYS_INLINE void kv_dots(const float *q, size_t lq, int G, const void *k, size_t kst,
-                                                          int n, int hd, float *s, size_t ls, enum kv_kind kind) {
+                                                          int n, int hd, float *s, size_t ls, int kind) {
     const uint8_t *kb = k;
-    const bool w32 = kind == KV_F32;
+    const bool w32 = kind == ENG_TYPE_F32;
     if (hd % 8) { /* not a model shape seen so far (a Q8_0 cache's head size is a multiple of 32) */
         for (int g = 0; g < G; g++)
             for (int p = 0; p < n; p++)
                 s[(size_t)g * ls + p] = (w32 ? eng_kv_dot_f32_avx2 : eng_kv_dot_f16_avx2)(q + (size_t)g * lq, kb + (size_t)p * kst, hd);
         return;
     }
+    const size_t rb = eng_row_size(kind, hd);
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
         const int p1 = n - p0 < KV_CHUNK ? n : p0 + KV_CHUNK;
-        eng_prefetch_kv(kb, kst, p0, KV_CHUNK, n, kv_row_bytes(kind, hd));
+        eng_prefetch_kv(kb, kst, p0, KV_CHUNK, n, rb);
         for (int g0 = 0; g0 < G; g0 += 4) {
             const int gn = G - g0 < 4 ? G - g0 : 4;
             for (int p = p0; p < p1; p += 2) {
@@ -783,20 +777,20 @@ static DP_ALWAYS_INLINE void kv_dots(const float *q, size_t lq, int G, const voi
 }
 
 void eng_kv_dots_f16_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
-    kv_dots(q, lq, G, k, kst, n, hd, s, ls, KV_F16);
+    kv_dots(q, lq, G, k, kst, n, hd, s, ls, ENG_TYPE_F16);
 }
 
 void eng_kv_dots_f32_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
-    kv_dots(q, lq, G, k, kst, n, hd, s, ls, KV_F32);
+    kv_dots(q, lq, G, k, kst, n, hd, s, ls, ENG_TYPE_F32);
 }
 
 void eng_kv_dots_q8_0_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s, size_t ls) {
-    kv_dots(q, lq, G, k, kst, n, hd, s, ls, KV_Q8_0);
+    kv_dots(q, lq, G, k, kst, n, hd, s, ls, ENG_TYPE_Q8_0);
 }
 
 /* acc_g[0..16) += sum_p w_g[p] v_p[d0..d0 + 16) for up to 4 heads, rows in order */
 static DP_ALWAYS_INLINE void mix_4x16(float *acc, size_t la, int gn, const float *w, size_t lw,
-                                                           const uint8_t *v, size_t vst, int d0, int n, enum kv_kind kind) {
+                                                           const uint8_t *v, size_t vst, int d0, int n, int kind) {
     __m256 a[4][2];
     for (int g = 0; g < gn; g++) {
         a[g][0] = _mm256_loadu_ps(acc + (size_t)g * la);
@@ -818,18 +812,19 @@ static DP_ALWAYS_INLINE void mix_4x16(float *acc, size_t la, int gn, const float
 }
 
 static DP_ALWAYS_INLINE void kv_mix(float *acc, size_t la, int G, const float *w, size_t lw,
-                                                         const void *v, size_t vst, int n, int hd, enum kv_kind kind) {
+                                                         const void *v, size_t vst, int n, int hd, int kind) {
     const uint8_t *vb = v;
-    const bool w32 = kind == KV_F32;
+    const bool w32 = kind == ENG_TYPE_F32;
     if (hd % 16) {
         for (int g = 0; g < G; g++)
             for (int p = 0; p < n; p++)
                 (w32 ? eng_kv_axpy_f32_avx2 : eng_kv_axpy_f16_avx2)(acc + (size_t)g * la, w[(size_t)g * lw + p], vb + (size_t)p * vst, hd);
         return;
     }
+    const size_t rb = eng_row_size(kind, hd);
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
         const int np = n - p0 < KV_CHUNK ? n - p0 : KV_CHUNK;
-        eng_prefetch_kv(vb, vst, p0, KV_CHUNK, n, kv_row_bytes(kind, hd));
+        eng_prefetch_kv(vb, vst, p0, KV_CHUNK, n, rb);
         for (int g0 = 0; g0 < G; g0 += 4) {
             const int gn = G - g0 < 4 ? G - g0 : 4;
             for (int d0 = 0; d0 < hd; d0 += 16) {
@@ -848,13 +843,13 @@ static DP_ALWAYS_INLINE void kv_mix(float *acc, size_t la, int G, const float *w
 }
 
 void eng_kv_mix_f16_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
-    kv_mix(acc, la, G, w, lw, v, vst, n, hd, KV_F16);
+    kv_mix(acc, la, G, w, lw, v, vst, n, hd, ENG_TYPE_F16);
 }
 
 void eng_kv_mix_f32_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
-    kv_mix(acc, la, G, w, lw, v, vst, n, hd, KV_F32);
+    kv_mix(acc, la, G, w, lw, v, vst, n, hd, ENG_TYPE_F32);
 }
 
 void eng_kv_mix_q8_0_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
-    kv_mix(acc, la, G, w, lw, v, vst, n, hd, KV_Q8_0);
+    kv_mix(acc, la, G, w, lw, v, vst, n, hd, ENG_TYPE_Q8_0);
 }

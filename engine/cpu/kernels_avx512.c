@@ -402,32 +402,27 @@ void eng_delta_step_avx512(float *S, const float *k, const float *v, const float
 
 #define KV_CHUNK 32 /* rows: 16 KB of widened V */
 
-/* How a cached row is held: halves, floats (a row widened from either), Q8_0 blocks. */
-enum kv_kind { KV_F16, KV_F32, KV_Q8_0 };
-
-/* A row's 16 values from d on (d a multiple of 16): halves converted, floats as they are, or a
- * Q8_0 block's quants times its scale (one rounding, the product eng_q8_0_to_f32_row stores).
- * A row widened to floats gives the same values, so the same bits downstream. */
-static DP_ALWAYS_INLINE __m512 kv_row16(enum kv_kind kind, const uint8_t *r, int d) {
-    if (kind == KV_F32) return _mm512_loadu_ps((const float *)(const void *)r + d);
-    if (kind == KV_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 2 * (size_t)d)));
+/* kind: how a cached row is held, ENG_TYPE_F16 (halves), ENG_TYPE_F32 (floats: a row widened from
+ * either) or ENG_TYPE_Q8_0 (blocks). A row's 16 values from d on (d a multiple of 16): halves
+ * converted, floats as they are, or a Q8_0 block's quants times its scale (one rounding, the
+ * product eng_q8_0_to_f32_row stores). A row widened to floats gives the same values, so the
+ * same bits downstream. */
+static DP_ALWAYS_INLINE __m512 kv_row16(int kind, const uint8_t *r, int d) {
+    if (kind == ENG_TYPE_F32) return _mm512_loadu_ps((const float *)(const void *)r + d);
+    if (kind == ENG_TYPE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 2 * (size_t)d)));
     const eng_block_q8_0 *b = (const eng_block_q8_0 *)(const void *)r + d / 32;
     const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b->qs + d % 32)));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(b->d)));
 }
 
 /* One value of a row, as kv_row16 makes it. */
-static DP_ALWAYS_INLINE float kv_val(enum kv_kind kind, const uint8_t *r, int d) {
-    if (kind == KV_F32) return ((const float *)(const void *)r)[d];
-    if (kind == KV_F16) return _cvtsh_ss(((const uint16_t *)(const void *)r)[d]);
+static DP_ALWAYS_INLINE float kv_val(int kind, const uint8_t *r, int d) {
+    if (kind == ENG_TYPE_F32) return ((const float *)(const void *)r)[d];
+    if (kind == ENG_TYPE_F16) return _cvtsh_ss(((const uint16_t *)(const void *)r)[d]);
     const eng_block_q8_0 *b = (const eng_block_q8_0 *)(const void *)r + d / 32;
     return (float)b->qs[d % 32] * _cvtsh_ss(b->d);
 }
 
-/* bytes of a row's hd values */
-static inline size_t kv_bytes(enum kv_kind kind, int hd) {
-    return kind == KV_Q8_0 ? (size_t)hd / 32 * sizeof(eng_block_q8_0) : (size_t)hd * (kind == KV_F32 ? 4 : 2);
-}
 
 /* Scores are computed with the positions across the lanes: each score is one chain of fmas
  * over d = 0 .. hd - 1 in order, and K is read transposed, in panels of ENG_KT_PANEL positions,
@@ -534,7 +529,7 @@ void eng_kv_dots_f16w_avx512(const float *q, size_t lq, int G, const void *k, si
 /* acc_g += sum_p w_g[p] v_p over 64 dims (nz vectors of 16) for up to 6 heads: per element the
  * fmas of the one-head kernel, in row order. Six heads keep 24 accumulators in registers, so a
  * row's 4 vectors are loaded once per 24 fmas. */
-static DP_ALWAYS_INLINE void mix_4(enum kv_kind kind, float *acc, size_t la, int gn, const float *w, size_t lw,
+static DP_ALWAYS_INLINE void mix_4(int kind, float *acc, size_t la, int gn, const float *w, size_t lw,
                                                         const uint8_t *v, size_t vst, int d0, int n, int nz) {
     __m512 a[6][4];
     for (int g = 0; g < gn; g++)
@@ -551,7 +546,7 @@ static DP_ALWAYS_INLINE void mix_4(enum kv_kind kind, float *acc, size_t la, int
         for (int z = 0; z < nz; z++) _mm512_storeu_ps(acc + (size_t)g * la + 16 * z, a[g][z]);
 }
 
-static DP_ALWAYS_INLINE void kv_mix(enum kv_kind kind, float *acc, size_t la, int G, const float *w, size_t lw,
+static DP_ALWAYS_INLINE void kv_mix(int kind, float *acc, size_t la, int G, const float *w, size_t lw,
                                                          const void *v, size_t vst, int n, int hd) {
     const uint8_t *vb = v;
     if (hd % 16) { /* not a model shape seen so far (a Q8_0 cache's heads are multiples of 32) */
@@ -566,10 +561,11 @@ static DP_ALWAYS_INLINE void kv_mix(enum kv_kind kind, float *acc, size_t la, in
      * another (a KV head's rows of a block, as the CPU cache keeps V) are left to the hardware
      * prefetcher: fetching them by hand as well cost a quarter of the kernel's time in
      * prefetch instructions waiting for fill buffers. */
-    const bool fetch = kind != KV_F32 && vst != kv_bytes(kind, hd);
+    const size_t rb = eng_row_size(kind, hd);
+    const bool fetch = kind != ENG_TYPE_F32 && vst != rb;
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
         const int np = n - p0 < KV_CHUNK ? n - p0 : KV_CHUNK;
-        if (fetch) eng_prefetch_kv(vb, vst, p0, KV_CHUNK, n, kv_bytes(kind, hd));
+        if (fetch) eng_prefetch_kv(vb, vst, p0, KV_CHUNK, n, rb);
         for (int g0 = 0; g0 < G; g0 += 6) {
             const int gn = G - g0 < 6 ? G - g0 : 6;
             for (int d0 = 0; d0 < hd; d0 += 64) {
@@ -594,21 +590,21 @@ static DP_ALWAYS_INLINE void kv_mix(enum kv_kind kind, float *acc, size_t la, in
 }
 
 void eng_kv_mix_f16_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
-    kv_mix(KV_F16, acc, la, G, w, lw, v, vst, n, hd);
+    kv_mix(ENG_TYPE_F16, acc, la, G, w, lw, v, vst, n, hd);
 }
 void eng_kv_mix_f16w_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
-    kv_mix(KV_F32, acc, la, G, w, lw, v, vst, n, hd);
+    kv_mix(ENG_TYPE_F32, acc, la, G, w, lw, v, vst, n, hd);
 }
 void eng_kv_mix_q8_0_avx512(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n,
                             int hd) {
-    kv_mix(KV_Q8_0, acc, la, G, w, lw, v, vst, n, hd);
+    kv_mix(ENG_TYPE_Q8_0, acc, la, G, w, lw, v, vst, n, hd);
 }
 
 /* Scores over whole rows (a Q8_0 cache's, as stored or widened to floats), a row converted once
  * for up to 8 heads. Per (head, row): two chains of fmas over the row's 16-value pieces, the
  * even pieces and the odd ones, added, then the 16 lanes summed by one fixed tree; the lanes of
  * other heads only share the shuffles, so a score does not depend on its group. */
-static DP_ALWAYS_INLINE void dots_row8(enum kv_kind kind, const float *q, size_t lq, int gn, const uint8_t *r, int hd,
+static DP_ALWAYS_INLINE void dots_row8(int kind, const float *q, size_t lq, int gn, const uint8_t *r, int hd,
                                        float *s, size_t ls) {
     __m512 a[8], b[8];
     for (int g = 0; g < 8; g++) a[g] = b[g] = _mm512_setzero_ps();
@@ -638,7 +634,7 @@ static DP_ALWAYS_INLINE void dots_row8(enum kv_kind kind, const float *q, size_t
     for (int g = 0; g < gn; g++) s[(size_t)g * ls] = t[4 * g];
 }
 
-static DP_ALWAYS_INLINE void dots_rows8(enum kv_kind kind, const float *q, size_t lq, int G, const void *k, size_t kst,
+static DP_ALWAYS_INLINE void dots_rows8(int kind, const float *q, size_t lq, int G, const void *k, size_t kst,
                                         int n, int hd, float *s, size_t ls) {
     const uint8_t *kb = k;
     if (hd % 32) { /* not a Q8_0 cache's head size: one fma chain per score */
@@ -650,8 +646,9 @@ static DP_ALWAYS_INLINE void dots_rows8(enum kv_kind kind, const float *q, size_
             }
         return;
     }
+    const size_t rb = eng_row_size(kind, hd);
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
-        if (kind != KV_F32) eng_prefetch_kv(kb, kst, p0, KV_CHUNK, n, kv_bytes(kind, hd));
+        if (kind != ENG_TYPE_F32) eng_prefetch_kv(kb, kst, p0, KV_CHUNK, n, rb);
         const int p1 = n - p0 < KV_CHUNK ? n : p0 + KV_CHUNK;
         for (int g0 = 0; g0 < G; g0 += 8) {
             const float *qg = q + (size_t)g0 * lq;
@@ -676,12 +673,12 @@ static DP_ALWAYS_INLINE void dots_rows8(enum kv_kind kind, const float *q, size_
 
 void eng_kv_dots_q8_0_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
                              size_t ls) {
-    dots_rows8(KV_Q8_0, q, lq, G, k, kst, n, hd, s, ls);
+    dots_rows8(ENG_TYPE_Q8_0, q, lq, G, k, kst, n, hd, s, ls);
 }
 
 void eng_kv_dots_f32r_avx512(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
                              size_t ls) {
-    dots_rows8(KV_F32, q, lq, G, k, kst, n, hd, s, ls);
+    dots_rows8(ENG_TYPE_F32, q, lq, G, k, kst, n, hd, s, ls);
 }
 
 /* ---- GEMM --------------------------------------------------------------------------------- */
