@@ -38,9 +38,21 @@ double pl_eta_seconds(const pl_eta *e, uint64_t left) {
     return rate > 0 ? (double)left / rate : -1;
 }
 
+int64_t pl_tokens_left(const pl_progress_snapshot *s) {
+    if (!s->chunking_done || !s->counts_tokens) return -1;
+    const uint64_t open = s->queued_requests > s->requests_done ? s->queued_requests - s->requests_done : 0;
+    const double gen_each = s->requests_done ? (double)s->gen_tokens / (double)s->requests_done
+                                             : (double)(s->max_gen > 0 ? s->max_gen : 0);
+    const double prompt = s->queued_prompt_tokens > s->prefix_saved ? (double)(s->queued_prompt_tokens - s->prefix_saved)
+                                                                      : 0;
+    const double left = prompt + (double)s->gen_tokens + (double)open * gen_each - (double)s->computed_tokens;
+    return left > 0 ? (int64_t)left : 0;
+}
+
 void pl_progress_init(pl_progress *p, bool quiet, int mode, double prior_rate) {
     memset(p, 0, sizeof(*p));
     pl_eta_init(&p->eta, prior_rate);
+    pl_eta_init(&p->eta_tokens, 0);
     p->quiet = quiet;
     p->tty = mode == 1 || (mode < 0 && dp_stderr_is_terminal());
     p->t0 = p->t_last = p->t_rate = dp_time_ns();
@@ -79,11 +91,18 @@ void pl_progress_update(pl_progress *p, const pl_progress_snapshot *s, bool fina
     /* a .jsonl file holds many documents: until all are listed, count the files */
     const uint64_t total = s->docs_listed > s->files ? s->docs_listed : s->files;
     pl_eta_update(&p->eta, el, ran);
-    if (s->listing_done && total >= s->docs_done) {
-        const double secs = pl_eta_seconds(&p->eta, total - s->docs_done);
-        if (secs >= 0 && secs < 100 * 3600)
-            snprintf(eta, sizeof(eta), "%d:%02d:%02d", (int)secs / 3600, (int)secs / 60 % 60, (int)secs % 60);
+    /* once the chunker has made every request the work left is known in tokens, which serves a
+     * folder of mixed lengths (a long document in flight finishes no document for minutes) and
+     * leaves out the documents an incremental run skips; until then, documents */
+    const int64_t tokens_left = pl_tokens_left(s);
+    double secs = -1;
+    if (tokens_left >= 0) {
+        pl_eta_update(&p->eta_tokens, el, s->computed_tokens);
+        secs = pl_eta_seconds(&p->eta_tokens, (uint64_t)tokens_left);
     }
+    if (secs < 0 && s->listing_done && total >= s->docs_done) secs = pl_eta_seconds(&p->eta, total - s->docs_done);
+    if (secs >= 0 && secs < 100 * 3600)
+        snprintf(eta, sizeof(eta), "%d:%02d:%02d", (int)secs / 3600, (int)secs / 60 % 60, (int)secs % 60);
     char line[256];
     int n = snprintf(line, sizeof(line), "%llu/%llu documents (%llu skipped, %llu failed), %llu requests, %.0f tok/s, "
                      "%.0f s elapsed, ETA %s", (unsigned long long)s->docs_done, (unsigned long long)total,

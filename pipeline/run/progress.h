@@ -16,6 +16,13 @@ typedef struct pl_progress_snapshot {
     /* tokens computed so far, counted as each engine step ends (0 where the stage does not count
      * them: the rate then follows finished requests) */
     uint64_t computed_tokens;
+    bool counts_tokens;           /* the stage publishes computed_tokens (the embedding stage does not) */
+    /* the requests the chunker has made so far and their prompt tokens; chunking_done once it has
+     * made them all, which puts a size on the work left in tokens */
+    bool chunking_done;
+    uint64_t queued_requests, queued_prompt_tokens;
+    uint64_t prefix_saved;        /* prompt tokens a shared prompt head saved computing */
+    int64_t max_gen;              /* generation.max_tokens: a request's tokens to generate, at most */
 } pl_progress_snapshot;
 
 /* The time left, from the rate at which documents are processed (skipped ones do not count):
@@ -35,6 +42,12 @@ void pl_eta_init(pl_eta *e, double prior);
 void pl_eta_update(pl_eta *e, double t, uint64_t done);
 /* Seconds for `left` more documents; -1 when there is no rate yet. */
 double pl_eta_seconds(const pl_eta *e, uint64_t left);
+/* Tokens the engine has still to compute (prompt and generated), once the chunker has made
+ * every request (-1 before, or when the stage does not count computed tokens): the prompts less
+ * what a shared head saved, plus for each request not yet finished the average generated so
+ * far (generation.max_tokens before any finished), less what is computed. Requests a map-reduce
+ * run adds later are not in it. */
+int64_t pl_tokens_left(const pl_progress_snapshot *s);
 
 typedef struct pl_progress {
     bool quiet, tty;
@@ -42,7 +55,8 @@ typedef struct pl_progress {
     uint64_t tokens_at_last, t_rate;
     double rate;          /* smoothed tokens/s (prompt + generated) */
     int last_len;
-    pl_eta eta;
+    pl_eta eta;           /* in documents */
+    pl_eta eta_tokens;    /* in computed tokens, once the chunker has sized the work */
 } pl_progress;
 
 /* mode: -1 auto (updating line on a terminal), 0 plain lines, 1 updating line. prior_rate:

@@ -665,6 +665,18 @@ void pl_run_init(pl_run *r) {
     dp_time_format(r->start_wall, true, r->date);
 }
 
+/* The counters the progress line shows (r->mu held). */
+static pl_progress_snapshot progress_snapshot(const pl_run *r) {
+    return (pl_progress_snapshot){
+        .files = r->n_files, .listing_done = r->listing_done, .docs_listed = r->n_docs_listed,
+        .docs_done = r->n_docs_done, .docs_skipped = r->n_docs_skipped, .docs_failed = r->n_docs_failed,
+        .requests_done = r->n_requests_done, .gen_tokens = r->n_gen_tokens, .prompt_tokens = r->n_prompt_tokens,
+        .computed_tokens = r->n_computed_tokens, .counts_tokens = r->job.task != JOB_TASK_EMBED,
+        .chunking_done = r->chunking_done, .queued_requests = r->n_queued_requests,
+        .queued_prompt_tokens = r->n_queued_prompt_tokens, .prefix_saved = r->n_prefix_saved,
+        .max_gen = r->job.generation.max_tokens};
+}
+
 int pl_run_job(const char *job_path, const pl_run_opts *o) {
     pl_run *r = calloc(1, sizeof(*r));
     if (!r) return PL_EXIT_SOFTWARE;
@@ -720,15 +732,13 @@ int pl_run_job(const char *job_path, const pl_run_opts *o) {
             pl_run_stop(r);
         }
         dp_mutex_lock(&r->mu);
-        pl_progress_snapshot s = {r->n_files, r->listing_done, r->n_docs_listed, r->n_docs_done, r->n_docs_skipped,
-                                  r->n_docs_failed, r->n_requests_done, r->n_gen_tokens, r->n_prompt_tokens, r->n_computed_tokens};
+        pl_progress_snapshot s = progress_snapshot(r);
         done = r->writer_done;
         dp_mutex_unlock(&r->mu);
         pl_progress_update(&pg, &s, false);
     }
     for (int i = 0; i < started; i++) dp_thread_join(&th[i]);
-    pl_progress_snapshot s = {r->n_files, r->listing_done, r->n_docs_listed, r->n_docs_done, r->n_docs_skipped,
-                              r->n_docs_failed, r->n_requests_done, r->n_gen_tokens, r->n_prompt_tokens, r->n_computed_tokens};
+    pl_progress_snapshot s = progress_snapshot(r);
     pl_progress_update(&pg, &s, true);
     const double secs = (double)(dp_time_ns() - r->t0) / 1e9;
     const uint64_t ran = r->n_docs_done - r->n_docs_skipped;

@@ -150,6 +150,8 @@ typedef struct pl_run {
     uint64_t n_files, n_docs_listed, n_docs_read, n_docs_done, n_docs_skipped, n_docs_failed, n_failed_before;
     uint64_t n_requests_done, n_gen_tokens, n_prompt_tokens, n_records, n_error_records;
     uint64_t n_computed_tokens; /* prompt and generated tokens the engine has computed, step by step */
+    uint64_t n_queued_requests, n_queued_prompt_tokens; /* what the chunker has handed on */
+    bool chunking_done;         /* ... and it has handed on everything */
     uint64_t n_prefix_tokens, n_prefix_saved; /* shared prompt head, and prompt tokens it saved */
     bool listing_done;
     bool writer_done;

@@ -72,6 +72,12 @@ static void doc_fail(pl_unit *u, const char *code, const char *msg) {
 
 static bool push_item(pl_run *r, pl_item *it) {
     it->t_queued = dp_time_ns();
+    if (it->prompt.n) { /* for the progress line's ETA */
+        dp_mutex_lock(&r->mu);
+        r->n_queued_requests++;
+        r->n_queued_prompt_tokens += it->prompt.n;
+        dp_mutex_unlock(&r->mu);
+    }
     if (pl_queue_push(r->q_items, it)) {
         pl_item_free(it);
         return false;
@@ -285,6 +291,9 @@ void *pl_stage_chunk(void *arg) {
         if (!ok) break;
     }
     eng_tok_ws_free(ws);
+    dp_mutex_lock(&r->mu);
+    r->chunking_done = !r->stopping && !r->fail_status;
+    dp_mutex_unlock(&r->mu);
     pl_queue_close(r->q_items);
     return NULL;
 }

@@ -332,6 +332,7 @@ void *pl_stage_infer(void *arg) {
         if (st && st != DP_EOF) f.st = st;
         dp_mutex_lock(&r->mu);
         r->n_computed_tokens = pl_sched_tokens(f.s);
+        r->n_prefix_saved = pl_sched_prefix_saved(f.s);
         dp_mutex_unlock(&r->mu);
     }
 out:

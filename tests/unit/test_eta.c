@@ -1,7 +1,8 @@
 /*
  * test_eta.c - the progress line's ETA (pl_eta, progress.h): steady under bursty completion
  * (a batch of sequences finishing together), under one slow document, and known right after a
- * resume from the earlier runs' pace.
+ * resume from the earlier runs' pace; and the work left in tokens once the chunker has made
+ * every request (pl_tokens_left), which a long document in flight needs.
  */
 #include "testutil.h"
 
@@ -69,11 +70,38 @@ static void test_before_the_first_document(void **state) {
     assert_true(fabs(implied_rate(&e, 100) - 1.0) < 0.1);
 }
 
+static void test_tokens_left(void **state) {
+    (void)state;
+    /* one 31,481-token document and ten short ones, 38,975 prompt tokens, max_tokens 32 */
+    pl_progress_snapshot s = {.listing_done = true, .files = 11, .docs_listed = 11, .counts_tokens = true,
+                              .queued_requests = 11, .queued_prompt_tokens = 38975, .max_gen = 32};
+    assert_int_equal(pl_tokens_left(&s), -1); /* the chunker may have more to hand on */
+    s.chunking_done = true;
+    assert_int_equal(pl_tokens_left(&s), 38975 + 11 * 32);
+    /* minutes into the long prefill: no document has finished, the work left still shrinks */
+    s.computed_tokens = 20000;
+    assert_int_equal(pl_tokens_left(&s), 38975 + 11 * 32 - 20000);
+    /* the short ones done, 12 tokens generated each: the open request is expected to generate as many */
+    s.requests_done = 10, s.docs_done = 10, s.gen_tokens = 120, s.computed_tokens = 30000;
+    s.prompt_tokens = 7494;
+    assert_int_equal(pl_tokens_left(&s), 38975 + 120 + 12 - 30000);
+    /* a shared prompt head saved 500 prompt tokens */
+    s.prefix_saved = 500;
+    assert_int_equal(pl_tokens_left(&s), 38975 - 500 + 120 + 12 - 30000);
+    /* recomputation (a preempted request) never makes it negative; reduce requests past the count neither */
+    s.computed_tokens = 50000, s.requests_done = 14;
+    assert_int_equal(pl_tokens_left(&s), 0);
+    /* the embedding stage does not count computed tokens: no estimate from them */
+    s.counts_tokens = false;
+    assert_int_equal(pl_tokens_left(&s), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bursts_do_not_swing_it),
         cmocka_unit_test(test_one_slow_document),
         cmocka_unit_test(test_before_the_first_document),
+        cmocka_unit_test(test_tokens_left),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
