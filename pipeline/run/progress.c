@@ -43,8 +43,8 @@ int64_t pl_tokens_left(const pl_progress_snapshot *s) {
     const uint64_t open = s->queued_requests > s->requests_done ? s->queued_requests - s->requests_done : 0;
     const double gen_each = s->requests_done ? (double)s->gen_tokens / (double)s->requests_done
                                              : (double)(s->max_gen > 0 ? s->max_gen : 0);
-    const double prompt = s->queued_prompt_tokens > s->prefix_saved ? (double)(s->queued_prompt_tokens - s->prefix_saved)
-                                                                      : 0;
+    const uint64_t saved = s->prefix_saved < s->queued_prompt_tokens ? s->prefix_saved : s->queued_prompt_tokens;
+    const double prompt = (double)(s->queued_prompt_tokens - saved);
     const double left = prompt + (double)s->gen_tokens + (double)open * gen_each - (double)s->computed_tokens;
     return left > 0 ? (int64_t)left : 0;
 }
