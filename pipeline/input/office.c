@@ -310,7 +310,8 @@ static pl_doc_error xlsx_text(const uint8_t *d, size_t n, size_t max, dp_buf *te
                 if (c[2] != ' ' && c[2] != '>') continue;
                 const char *c_end = strstr(c, "</c>"), *gt = strchr(c, '>');
                 if (!gt || gt > row_end) break;
-                if (gt[-1] == '/' || !c_end || c_end > row_end) continue; /* an empty cell */
+                /* an empty cell; or one whose start tag runs into its end (no '>' before "</c>") */
+                if (gt[-1] == '/' || !c_end || c_end > row_end || c_end < gt) continue;
                 char type[16] = "";
                 attr(c, "t", type, sizeof(type));
                 if (!first) dp_buf_append(text, "\t", 1);

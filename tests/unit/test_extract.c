@@ -226,6 +226,16 @@ static void test_office_formats(void **state) {
     assert_int_equal(run("book.xlsx", zip, n, 1 << 20, &t), PL_DOC_OK);
     assert_string_equal(t.text, "# Costs\nitem\t12.5\nrent hall\t3\n\n# Notes\nsee <p>");
     pl_doc_text_free(&t);
+    /* a cell whose start tag has no '>' before its "</c>" (found by fuzz_extract: the cell's text
+     * was taken from its '>' back to its end, a negative length) is skipped */
+    const char *bm[] = {"xl/workbook.xml", "xl/worksheets/sheet1.xml"};
+    const char *bc[] = {"<workbook><sheets><sheet name=\"S\" sheetId=\"1\"/></sheets></workbook>",
+                        "<worksheet><sheetData><row><c t=\"inlineStr\"</v.</c><c><v>7</v></c></row></sheetData>"
+                        "</worksheet>"};
+    n = make_zip_many(bm, bc, 2, zip);
+    assert_int_equal(run("bad.xlsx", zip, n, 1 << 20, &t), PL_DOC_OK);
+    assert_string_equal(t.text, "# S\n7");
+    pl_doc_text_free(&t);
 
     const char *om[] = {"mimetype", "content.xml"};
     const char *oc[] = {"application/vnd.oasis.opendocument.text",
