@@ -107,7 +107,8 @@ eng_delta_step_fn eng_delta_step_best(void);
  * pointers; beta, g: gates; St: [dv][dk] state, updated). Writes O [c][dv] (before the gated
  * norm). ws holds ENG_DELTA_CHUNK_WS floats. See delta_chunk.h. */
 #define ENG_DELTA_CHUNK 64
-#define ENG_DELTA_CHUNK_WS(C, dk, dv) ((size_t)(C) * (2 + 2 * (C)) + (size_t)(C) * ((dk) + (dv)))
+#define ENG_DELTA_CHUNK_WS(C, dk, dv) \
+    ((size_t)(C) * (2 + 4 * (C)) + (size_t)(C) * (2 * (dk) + (dv)) + (size_t)(dk) * (dv))
 typedef void (*eng_delta_chunk_fn)(int c, const float *const *q, const float *const *k, const float *const *v,
                                    const float *beta, const float *g, float *St, int dk, int dv, float *O, float *ws);
 void eng_delta_chunk_ref(int c, const float *const *q, const float *const *k, const float *const *v,

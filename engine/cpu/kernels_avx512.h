@@ -41,5 +41,7 @@ void eng_mul_sigmoid_avx512(float *x, const float *g, int64_t n);
 /* Gated DeltaNet */
 void eng_delta_step_avx512(float *S, const float *k, const float *v, const float *q, float decay, float beta, int dk,
                            int dv, float *o);
+void eng_delta_chunk_avx512(int c, const float *const *q, const float *const *k, const float *const *v,
+                            const float *beta, const float *g, float *St, int dk, int dv, float *O, float *ws);
 
 #endif /* ENG_CPU_KERNELS_AVX512_H */

@@ -341,6 +341,7 @@ eng_kv_axpy_fn eng_kv_axpy_best(int kv_type, bool exact) {
 
 eng_delta_chunk_fn eng_delta_chunk_best(void) {
 #ifdef DP_HAVE_X86
+    if (!g_force_scalar && have_avx512()) return eng_delta_chunk_avx512;
     if (!g_force_scalar && have_avx2()) return eng_delta_chunk_avx2;
 #endif
     return eng_delta_chunk_ref;
