@@ -1,7 +1,7 @@
 /*
- * delta_chunk.h - the chunk-wise Gated DeltaNet update, included by kernels_ref.c (portable
- * build) and kernels_avx2.c (compiled with AVX2+FMA, so the compiler vectorizes the same
- * loops). DELTA_CHUNK_NAME names the function each includer gets.
+ * delta_chunk.h - the chunk-wise Gated DeltaNet update in its plain form, included by
+ * kernels_ref.c (DELTA_CHUNK_NAME names the function). The SIMD kernels run the same algebra as
+ * register-tiled GEMMs (delta_chunk_tiled.h) and are checked against this one.
  *
  * One chunk of c tokens (rows) of one value head, in the WY form of model-formats.md §4.9, with St
  * the state transposed ([dv][dk], row j = column j of S):

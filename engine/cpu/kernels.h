@@ -105,7 +105,7 @@ void eng_delta_step_ref(float *S, const float *k, const float *v, const float *q
 eng_delta_step_fn eng_delta_step_best(void);
 /* Chunk-wise Gated DeltaNet for c <= ENG_DELTA_CHUNK tokens of one value head (q, k, v: row
  * pointers; beta, g: gates; St: [dv][dk] state, updated). Writes O [c][dv] (before the gated
- * norm). ws holds ENG_DELTA_CHUNK_WS floats. See delta_chunk.h. */
+ * norm). ws holds ENG_DELTA_CHUNK_WS floats. See delta_chunk.h and delta_chunk_tiled.h. */
 #define ENG_DELTA_CHUNK 64
 #define ENG_DELTA_CHUNK_WS(C, dk, dv) \
     ((size_t)(C) * (2 + 4 * (C)) + (size_t)(C) * (2 * (dk) + (dv)) + (size_t)(dk) * (dv))

@@ -621,10 +621,50 @@ void eng_f32_to_f16_row_avx2(const float *x, uint16_t *y, int64_t n) {
     for (; i < n; i++) y[i] = eng_f32_to_f16(x[i]);
 }
 
-#include <math.h>
-#define DELTA_CHUNK_NAME eng_delta_chunk_avx2
-#define DELTA_CHUNK_DOT dc_dot_avx2
-#include "delta_chunk.h"
+/* ---- the delta rule, a chunk of tokens --------------------------------------------------- */
+
+/* d[j][dofs + i] = s[i][so + j] for i, j < 8: an 8 x 8 block transposed in registers. */
+static DP_ALWAYS_INLINE void dc_tr8(const float *const *s, int so, float *const *d, int dofs) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s[i] + so);
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        r[4 * i + 0] = _mm256_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm256_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x20);
+        t[j + 4] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x31);
+    }
+    for (int i = 0; i < 8; i++) _mm256_storeu_ps(d[i] + dofs, t[i]);
+}
+
+/* dst[j][i] = src[i][j] for i < R, j < N (row pointers; R and N multiples of 8). */
+static void dc_transpose8(int R, int N, const float *const *src, float *const *dst) {
+    for (int i0 = 0; i0 < R; i0 += 8)
+        for (int j0 = 0; j0 < N; j0 += 8) dc_tr8(src + i0, j0, dst + j0, i0);
+}
+
+#define DCT_NAME eng_delta_chunk_avx2
+#define DCT_FALLBACK eng_delta_chunk_ref
+#define DCT_V __m256
+#define DCT_W 8
+#define DCT_LOAD(p) _mm256_loadu_ps(p)
+#define DCT_STORE(p, x) _mm256_storeu_ps(p, x)
+#define DCT_SET1(f) _mm256_set1_ps(f)
+#define DCT_ZERO() _mm256_setzero_ps()
+#define DCT_MUL(a, b) _mm256_mul_ps(a, b)
+#define DCT_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define DCT_FNMA(a, b, c) _mm256_fnmadd_ps(a, b, c)
+#define DCT_MR 6 /* 12 accumulators, 2 of B and a broadcast: 15 of the 16 registers */
+#define DCT_NR 2
+#define DCT_TRANSPOSE dc_transpose8
+#include "delta_chunk_tiled.h"
 
 /* ---- attention rows ---------------------------------------------------------------------- */
 

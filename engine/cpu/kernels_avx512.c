@@ -401,66 +401,6 @@ void eng_delta_step_avx512(float *S, const float *k, const float *v, const float
 
 /* ---- the delta rule, a chunk of tokens --------------------------------------------------- */
 
-/* The chunk-wise form of delta_chunk.h with every product a small GEMM: the state transposed once
- * into S [dk][dv] so that it is the right-hand side of both Q S and W S, and each GEMM a 4-row by
- * 64-column register tile (16 accumulators, 4 loads and 4 broadcasts per 16 fmas). The portable
- * form, compiled for AVX2, runs a third as fast (bench_delta_chunk): each of its dot products is
- * one chain of adds, and each state row is loaded and stored once per token of the chunk. */
-#define DC_MAXD 256 /* dk, dv at most this (Qwen: 128) or the AVX2 form runs */
-
-/* Rows m0 .. m0 + MR of C (row pointers), 16 NR columns from n0: C = (keep ? cmul C : 0) +
- * amul rs[m] sum_p A[m][p] B[p][n]. */
-static DP_ALWAYS_INLINE void dc_tile(const int MR, const int NR, int P, const float *const *A, const float *const *B,
-                                     int n0, float *const *Cr, bool keep, float cmul, float amul, const float *rs) {
-    __m512 acc[4][4];
-    for (int m = 0; m < MR; m++)
-        for (int v = 0; v < NR; v++) acc[m][v] = _mm512_setzero_ps();
-    for (int p = 0; p < P; p++) {
-        __m512 b[4];
-        for (int v = 0; v < NR; v++) b[v] = _mm512_loadu_ps(B[p] + n0 + 16 * v);
-        for (int m = 0; m < MR; m++) {
-            const __m512 a = _mm512_set1_ps(A[m][p]);
-            for (int v = 0; v < NR; v++) acc[m][v] = _mm512_fmadd_ps(a, b[v], acc[m][v]);
-        }
-    }
-    for (int m = 0; m < MR; m++) {
-        const __m512 r = _mm512_set1_ps(rs ? amul * rs[m] : amul);
-        for (int v = 0; v < NR; v++) {
-            float *c = Cr[m] + n0 + 16 * v;
-            __m512 x = _mm512_mul_ps(r, acc[m][v]);
-            if (keep) x = _mm512_fmadd_ps(_mm512_set1_ps(cmul), _mm512_loadu_ps(c), x);
-            _mm512_storeu_ps(c, x);
-        }
-    }
-}
-
-/* C [M][N] from A [M][P] and B [P][N], all as row pointers; N a multiple of 16. Column panels
- * outermost, so one panel of B (P x 64 floats) stays in L1 across the row tiles. tri: A is lower
- * triangular (A[m][p] = 0 for p > m), so a row tile's sum stops at its last row. */
-static void dc_gemm(int M, int N, int P, bool tri, const float *const *A, const float *const *B, float *const *Cr,
-                    bool keep, float cmul, float amul, const float *rs) {
-    for (int n0 = 0; n0 < N; n0 += 64) {
-        const int nr = N - n0 >= 64 ? 4 : (N - n0) / 16;
-        for (int m0 = 0; m0 < M; m0 += 4) {
-            const int mr = M - m0 >= 4 ? 4 : M - m0;
-            const float *const *a = A + m0;
-            float *const *c = Cr + m0;
-            const float *r = rs ? rs + m0 : NULL;
-            const int pe = tri && m0 + mr < P ? m0 + mr : P;
-#define DC_T(MR_, NR_)                                                                                                \
-    case (MR_) * 8 + (NR_): dc_tile(MR_, NR_, pe, a, B, n0, c, keep, cmul, amul, r); break
-            switch (mr * 8 + nr) {
-                DC_T(4, 4); DC_T(4, 3); DC_T(4, 2); DC_T(4, 1);
-                DC_T(3, 4); DC_T(3, 3); DC_T(3, 2); DC_T(3, 1);
-                DC_T(2, 4); DC_T(2, 3); DC_T(2, 2); DC_T(2, 1);
-                DC_T(1, 4); DC_T(1, 3); DC_T(1, 2); DC_T(1, 1);
-            default: break;
-            }
-#undef DC_T
-        }
-    }
-}
-
 /* d[j][dofs + i] = s[i][so + j] for i, j < 16: a 16 x 16 block transposed in registers. */
 static DP_ALWAYS_INLINE void dc_tr16(const float *const *s, int so, float *const *d, int dofs) {
     __m512 r[16], t[16];
@@ -493,87 +433,21 @@ static void dc_transpose(int R, int N, const float *const *src, float *const *ds
         for (int j0 = 0; j0 < N; j0 += 16) dc_tr16(src + i0, j0, dst + j0, i0);
 }
 
-void eng_delta_chunk_avx512(int c, const float *const *q, const float *const *k, const float *const *v,
-                            const float *beta, const float *g, float *St, int dk, int dv, float *O, float *ws) {
-    if (dk % 16 || dv % 16 || dk > DC_MAXD || dv > DC_MAXD) { /* not a model shape seen so far */
-        eng_delta_chunk_avx2(c, q, k, v, beta, g, St, dk, dv, O, ws);
-        return;
-    }
-    enum { C = ENG_DELTA_CHUNK };
-    const int cp = (c + 15) & ~15; /* columns of the c x c products, padded with zeros */
-    float *KT = ws, *A = KT + (size_t)dk * C, *QK = A + C * C, *T = QK + C * C, *Tbe = T + C * C,
-          *W = Tbe + C * C, *Vt = W + (size_t)C * dk, *S = Vt + (size_t)C * dv;
-    float G[C], eg[C], coef[C];
-    const float *ktr[DC_MAXD], *snr[DC_MAXD], *qkr[C], *tbr[C], *tber[C], *wr[C], *vtr[C], *kcr[DC_MAXD];
-    float *snw[DC_MAXD], *aw[C], *qkw[C], *ww[C], *vtw[C], *ow[C];
-    float run = 0;
-    for (int r = 0; r < c; r++) {
-        run += g[r];
-        G[r] = run;
-        eg[r] = expf(run);
-    }
-    for (int r = 0; r < c; r++) coef[r] = expf(G[c - 1] - G[r]);
-    static const float zero[DC_MAXD];
-    const float *kpad[C], *str[DC_MAXD];
-    float *ktw[DC_MAXD], *stw[DC_MAXD];
-    for (int r = 0; r < cp; r++) kpad[r] = r < c ? k[r] : zero;
-    for (int i = 0; i < dk; i++) ktr[i] = kcr[i] = ktw[i] = KT + (size_t)i * C;
-    for (int j = 0; j < dv; j++) str[j] = stw[j] = St + (size_t)j * dk;
-    dc_transpose(cp, dk, kpad, ktw);
-    for (int r = 0; r < C; r++) {
-        aw[r] = A + r * C;
-        qkr[r] = qkw[r] = QK + r * C;
-        tbr[r] = T + r * C; /* T's rows become T diag(beta) in place once T is complete */
-        tber[r] = Tbe + r * C;
-        wr[r] = ww[r] = W + (size_t)r * dk;
-        vtr[r] = vtw[r] = Vt + (size_t)r * dv;
-        ow[r] = O + (size_t)r * dv;
-    }
-    for (int i = 0; i < dk; i++) snr[i] = snw[i] = S + (size_t)i * dv;
-    /* K K^T and Q K^T, then A (strictly lower) and the decay mask on Q K^T */
-    dc_gemm(c, cp, dk, false, k, ktr, aw, false, 0, 1, NULL);
-    dc_gemm(c, cp, dk, false, q, ktr, qkw, false, 0, 1, NULL);
-    for (int r = 0; r < c; r++)
-        for (int s = 0; s < cp; s++) {
-            if (s < r) {
-                const float gm = expf(G[r] - G[s]);
-                A[r * C + s] = beta[r] * A[r * C + s] * gm;
-                QK[r * C + s] *= gm;
-            } else {
-                A[r * C + s] = 0;
-                if (s > r) QK[r * C + s] = 0;
-            }
-        }
-    /* T = (I + A)^-1 row by row: T_r = e_r - sum_{m<r} A_rm T_m (T_m is zero past m) */
-    const int nz = cp / 16;
-    for (int r = 0; r < c; r++) {
-        __m512 t[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-        for (int m = 0; m < r; m++) {
-            const __m512 a = _mm512_set1_ps(A[r * C + m]);
-            for (int z = 0; z < nz; z++) t[z] = _mm512_fnmadd_ps(a, _mm512_loadu_ps(T + m * C + 16 * z), t[z]);
-        }
-        for (int z = 0; z < nz; z++) _mm512_storeu_ps(T + r * C + 16 * z, t[z]);
-        T[r * C + r] = 1;
-    }
-    for (int r = 0; r < c; r++)
-        for (int s = 0; s < c; s++) {
-            T[r * C + s] *= beta[s];
-            Tbe[r * C + s] = T[r * C + s] * eg[s];
-        }
-    /* U = T diag(beta) V into Vt, W = T diag(beta exp G) K */
-    dc_gemm(c, dv, c, true, tbr, v, vtw, false, 0, 1, NULL);
-    dc_gemm(c, dk, c, true, tber, k, ww, false, 0, 1, NULL);
-    dc_transpose(dv, dk, str, snw);
-    /* Vt = U - W S, O = diag(exp G) Q S + (Q K^T o Gam) Vt */
-    dc_gemm(c, dv, dk, false, wr, snr, vtw, true, 1, -1, NULL);
-    dc_gemm(c, dv, dk, false, q, snr, ow, false, 0, 1, eg);
-    dc_gemm(c, dv, c, true, qkr, vtr, ow, true, 1, 1, NULL);
-    /* S' = exp(G_c) S + (diag(exp(G_c - G)) K)^T Vt */
-    for (int i = 0; i < dk; i++)
-        for (int r = 0; r < c; r++) KT[(size_t)i * C + r] *= coef[r];
-    dc_gemm(dk, dv, c, false, kcr, vtr, snw, true, eg[c - 1], 1, NULL);
-    dc_transpose(dk, dv, snr, stw);
-}
+#define DCT_NAME eng_delta_chunk_avx512
+#define DCT_FALLBACK eng_delta_chunk_avx2
+#define DCT_V __m512
+#define DCT_W 16
+#define DCT_LOAD(p) _mm512_loadu_ps(p)
+#define DCT_STORE(p, x) _mm512_storeu_ps(p, x)
+#define DCT_SET1(f) _mm512_set1_ps(f)
+#define DCT_ZERO() _mm512_setzero_ps()
+#define DCT_MUL(a, b) _mm512_mul_ps(a, b)
+#define DCT_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define DCT_FNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)
+#define DCT_MR 4
+#define DCT_NR 4
+#define DCT_TRANSPOSE dc_transpose
+#include "delta_chunk_tiled.h"
 
 /* ---- attention over an F16 or a Q8_0 cache, query heads grouped per KV head ----------------- */
 
