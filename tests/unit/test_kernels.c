@@ -114,11 +114,9 @@ static void test_four_row_kernels_match_single_row_reference(void **state) {
  * (AMX, and AVX-512 with AMX disabled), with token counts of one, two and three 16-token groups.
  * 133 rows: the AMX GEMM takes one group's rows in panels of 1, 2, 4, 4... tiles, so the full
  * range ends in a partial panel with a partial tile, and [16, 133) in a panel of one partial tile. */
-static int gemm_bit_identity(void) {
+static int gemm_bit_identity_on(const int64_t *Ks, size_t n_k, const int *counts, size_t n_counts, int T) {
     const int types[] = {ENG_TYPE_Q4_K, ENG_TYPE_Q5_K, ENG_TYPE_Q6_K, ENG_TYPE_Q8_0, ENG_TYPE_F16};
-    const int64_t Ks[] = {256, 2560, 96}; /* 96: an odd number of Q8_0 blocks */
-    const int N = 133, T = 40;
-    const int counts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 16, 17, 31, 32, 33, 40};
+    const int N = 133;
     uint64_t s = 4242;
     int tested = 0;
     for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
@@ -126,7 +124,7 @@ static int gemm_bit_identity(void) {
         eng_gemm_fn gemm = eng_gemm_best(t);
         if (!gemm) continue;
         tested++;
-        for (size_t ki = 0; ki < 3; ki++) {
+        for (size_t ki = 0; ki < n_k; ki++) {
             const int64_t K = Ks[ki];
             if (K % eng_type_get(t)->blck) continue;
             const size_t rb = eng_row_size(t, K), xs = eng_act_row_size(act, K);
@@ -143,7 +141,7 @@ static int gemm_bit_identity(void) {
             }
             const int64_t ranges[][2] = {{0, N}, {16, N}, {5, 21}};
             for (int ri = 0; ri < 3; ri++)
-                for (int ni = 0; ni < (int)(sizeof(counts) / sizeof(counts[0])); ni++) {
+                for (size_t ni = 0; ni < n_counts; ni++) {
                     const int n_tok = counts[ni];
                     const int64_t r0 = ranges[ri][0], r1 = ranges[ri][1];
                     for (size_t i = 0; i < (size_t)T * N; i++) y[i] = -12345.0f;
@@ -177,6 +175,21 @@ static int gemm_bit_identity(void) {
         }
     }
     return tested;
+}
+
+static int gemm_bit_identity(void) {
+    const int64_t Ks[] = {256, 2560, 96}; /* 96: an odd number of Q8_0 blocks */
+    const int counts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 16, 17, 31, 32, 33, 40};
+    return gemm_bit_identity_on(Ks, 3, counts, sizeof(counts) / sizeof(counts[0]), 40);
+}
+
+/* A long K: the AMX GEMM takes its 16-token groups in passes whose packed activations fit L2
+ * (about 1 MB; 424 KB a group at K = 24576), here 5 groups as passes of 2, 2 and 1. */
+static void test_gemm_long_k_in_passes_bit_for_bit(void **state) {
+    (void)state;
+    const int64_t Ks[] = {24576};
+    const int counts[] = {33, 80};
+    print_message("  %d weight types (%s)\n", gemm_bit_identity_on(Ks, 1, counts, 2, 80), eng_cpu_kernel_name());
 }
 
 static void test_gemm_matches_single_row_kernel_bit_for_bit(void **state) {
@@ -773,6 +786,7 @@ int main(void) {
         cmocka_unit_test(test_simd_vec_dots_match_scalar_reference),
         cmocka_unit_test(test_four_row_kernels_match_single_row_reference),
         cmocka_unit_test(test_gemm_matches_single_row_kernel_bit_for_bit),
+        cmocka_unit_test(test_gemm_long_k_in_passes_bit_for_bit),
         cmocka_unit_test(test_q8_k_activation_quantizer_matches_reference),
         cmocka_unit_test(test_rope_pairs_and_frequency_divisors),
         cmocka_unit_test(test_matmul_n_matches_matmul_per_weight),
