@@ -618,6 +618,23 @@ static void gemm_amx(int wt, int64_t k, const void *w, size_t rb, int64_t r0, in
         _tile_release();
         return;
     }
+    if (q8) {
+        for (int64_t r = r0; r < r1; r += ROWS) {
+            const int nr = r1 - r < ROWS ? (int)(r1 - r) : ROWS;
+            /* a tile fetches the next into L2 while its groups run */
+            const uint8_t *wt0 = (const uint8_t *)w + (size_t)r * rb, *pf = wt0 + (size_t)nr * rb;
+            const int64_t ahead = r1 - r - nr, nx = ahead < 0 ? 0 : ahead < ROWS ? ahead : ROWS;
+            size_t pfb = ((size_t)nx * rb / (size_t)nb + 63) & ~(size_t)63;
+            decode_tile_q8_0(wt0, rb, nr, k, wbuf, tab);
+            for (int g = 0; g < groups; g++, pfb = 0) {
+                const int nt = n_tok - g * TOK < TOK ? n_tok - g * TOK : TOK;
+                group_q8_0(wbuf, nb, tab, xb + (size_t)g * xg, cbuf, nt, y + r + (size_t)g * TOK * ldy, ldy,
+                           (__mmask16)((1u << nr) - 1), pf, pfb);
+            }
+        }
+        _tile_release();
+        return;
+    }
     /* Every tile streams the packed activations of all the groups it passes (blocks outer,
      * groups inner), so they must stay in L2: at K = 9728 the 32 groups of a 512-token piece
      * pack 5.4 MB and came from L3, and the product ran at 63 % of its K = 2560 rate (bench_gemm
@@ -625,40 +642,28 @@ static void gemm_amx(int wt, int64_t k, const void *w, size_t rb, int64_t r0, in
      * at most XPASS_BYTES, as even as the count allows; each pass decodes the run's tiles again,
      * which costs less than the L3 traffic it saves. A token's result does not depend on the
      * pass it fell in. */
-    int pass = groups;
-    if (!q8) {
-        const int most = (int)(XPASS_BYTES / xg) > 0 ? (int)(XPASS_BYTES / xg) : 1;
-        const int passes = (groups + most - 1) / most;
-        pass = (groups + passes - 1) / passes;
-    }
+    int most = (int)(XPASS_BYTES / xg);
+    if (most < 1) most = 1;
+    const int passes = (groups + most - 1) / most, pass = (groups + passes - 1) / passes;
     for (int g0 = 0; g0 < groups; g0 += pass) {
         const int ng = groups - g0 < pass ? groups - g0 : pass;
         const uint8_t *xp = xb + (size_t)g0 * xg;
         for (int64_t r = r0; r < r1; r += ROWS) {
             const int nr = r1 - r < ROWS ? (int)(r1 - r) : ROWS;
             const __mmask16 rmask = (__mmask16)((1u << nr) - 1);
-            /* K-quant tiles fetch the one after next into L2 while they decode (Q8_0: the next) */
-            const uint8_t *wt0 = (const uint8_t *)w + (size_t)r * rb, *pf = wt0 + (size_t)nr * rb * (q8 ? 1 : 2);
-            const int64_t ahead = r1 - r - nr * (q8 ? 1 : 2), nx = ahead < 0 ? 0 : ahead < ROWS ? ahead : ROWS;
-            size_t pfb = ((size_t)nx * rb / (size_t)nb + 63) & ~(size_t)63;
-            float *yr = y + r;
-            if (!q8) {
-#define TILE_K(KIND)                                                                                             \
-    tile_k(KIND, wt0, rb, nr, nb, xp, xg, ng, n_tok - g0 * TOK, wbuf, tab, cbuf, facc, yr + (size_t)g0 * TOK * ldy, \
-           ldy, rmask, pf, pfb)
-                switch (kind) {
-                case KQ4: TILE_K(KQ4); break;
-                case KQ5: TILE_K(KQ5); break;
-                default: TILE_K(KQ6); break;
-                }
+            /* a tile fetches the one after next into L2 while it decodes */
+            const uint8_t *wt0 = (const uint8_t *)w + (size_t)r * rb, *pf = wt0 + (size_t)nr * rb * 2;
+            const int64_t ahead = r1 - r - nr * 2, nx = ahead < 0 ? 0 : ahead < ROWS ? ahead : ROWS;
+            const size_t pfb = ((size_t)nx * rb / (size_t)nb + 63) & ~(size_t)63;
+            float *yr = y + r + (size_t)g0 * TOK * ldy;
+#define TILE_K(KIND) \
+    tile_k(KIND, wt0, rb, nr, nb, xp, xg, ng, n_tok - g0 * TOK, wbuf, tab, cbuf, facc, yr, ldy, rmask, pf, pfb)
+            switch (kind) {
+            case KQ4: TILE_K(KQ4); break;
+            case KQ5: TILE_K(KQ5); break;
+            default: TILE_K(KQ6); break;
+            }
 #undef TILE_K
-                continue;
-            }
-            decode_tile_q8_0(wt0, rb, nr, k, wbuf, tab);
-            for (int g = 0; g < groups; g++, pfb = 0) {
-                const int nt = n_tok - g * TOK < TOK ? n_tok - g * TOK : TOK;
-                group_q8_0(wbuf, nb, tab, xb + (size_t)g * xg, cbuf, nt, yr + (size_t)g * TOK * ldy, ldy, rmask, pf, pfb);
-            }
         }
     }
     _tile_release();
