@@ -80,6 +80,7 @@ typedef struct mm_task {
     int act;
     size_t xq_row;
     eng_vec_dot_fn dot[ENG_MATMUL_N];
+    eng_vec_dot_pf_fn dot_pf[ENG_MATMUL_N]; /* (optional) the dot that fetches ahead itself */
     eng_vec_dot4_fn dot4[ENG_MATMUL_N]; /* (optional) */
     eng_gemm_fn gemm[ENG_MATMUL_N];     /* (optional) */
     atomic_llong next;                  /* the first 16-row tile no thread has claimed */
@@ -102,7 +103,8 @@ static void mm_quantize(void *arg, int ith, int nth) {
 /* Rows [r0, r1) of weight i: the GEMM, or row dots in tiles of 16 rows x all tokens (a tile's
  * weights, ~23 KB of Q4_K at K = 2560, stay in L1/L2 while every token's activations stream
  * past, four tokens per kernel call; the first pass over a row fetches the row ~16 KB ahead of
- * it, within the run, into L2). */
+ * it, within the run, into L2: through the dot itself where the type has a fetching dot, else
+ * all at once before the row's product). */
 static void mm_run(mm_task *m, int ith, int i, int64_t r0, int64_t r1, float **ws) {
     const eng_weight *w = m->w[i];
     const int64_t K = w->ne0;
@@ -128,8 +130,15 @@ static void mm_run(mm_task *m, int ith, int i, int64_t r0, int64_t r1, float **w
                 }
         for (; t < m->n_tok; t++)
             for (int64_t r = rt; r < re; r++) {
-                if (t == 0 && r + ahead < r1) eng_prefetch_l2(wd + (size_t)(r + ahead) * w->row_bytes, w->row_bytes);
-                y[(size_t)t * ldy + r] = m->dot[i](K, wd + (size_t)r * w->row_bytes, xq + (size_t)t * m->xq_row);
+                const uint8_t *row = wd + (size_t)r * w->row_bytes;
+                const uint8_t *next = t == 0 && r + ahead < r1 ? row + (size_t)ahead * w->row_bytes : NULL;
+                float *o = &y[(size_t)t * ldy + r];
+                if (t == 0 && m->dot_pf[i]) {
+                    *o = m->dot_pf[i](K, row, xq, next);
+                } else {
+                    if (next) eng_prefetch_l2(next, w->row_bytes);
+                    *o = m->dot[i](K, row, xq + (size_t)t * m->xq_row);
+                }
             }
     }
 }
@@ -186,6 +195,7 @@ static void cpu_matmul_n(eng_backend *be, int n, const eng_weight *const *w, con
         if (!c->exact) {
             m.dot[i] = eng_vec_dot_best(w[i]->type);
             m.dot4[i] = eng_vec_dot4_best(w[i]->type);
+            m.dot_pf[i] = eng_vec_dot_pf_best(w[i]->type);
             if (n_tok >= 2) m.gemm[i] = eng_gemm_best(w[i]->type);
         }
         shared = w[i]->ne0 == w[0]->ne0 && eng_act_type(w[i]->type) == eng_act_type(w[0]->type) && mm_prep(&m, i) == mm_prep(&m, 0);

@@ -55,6 +55,13 @@ void eng_act_quantize(int act_type, const float *x, void *y, int64_t k);
 /* sum_i w[i] * x[i] over k elements: w a weight row of weight_type, x an activation row. */
 typedef float (*eng_vec_dot_fn)(int64_t k, const void *w, const void *x);
 
+/* The same product, bit for bit, that also fetches into L2 the row's worth of bytes at pf (the
+ * row the caller reads next but several; NULL: nothing), a line or two between its blocks, so
+ * that a one-sequence product streaming from DRAM keeps fill buffers free for its own reads. */
+typedef float (*eng_vec_dot_pf_fn)(int64_t k, const void *w, const void *x, const void *pf);
+/* NULL when the CPU or type has none: the caller fetches ahead with eng_prefetch_l2. */
+eng_vec_dot_pf_fn eng_vec_dot_pf_best(int weight_type);
+
 /* One weight row against 4 activation rows at once (x, x + x_stride, ...): the weight blocks
  * are decoded once for all four, which is what makes prompt and batch products compute-bound
  * rather than decode-bound. out[j] = vec_dot(k, w, x + j * x_stride). */

@@ -114,8 +114,20 @@ static inline float k4_fold(float acc, int32_t S, int32_t M, eng_f16 d, eng_f16 
     return fmaf(-(float)M, xd * f16(dmin), acc);
 }
 
-static DP_ALWAYS_INLINE float k4_dot(int64_t k, const uint8_t *w, size_t bb, size_t qs_off,
-                                                          ptrdiff_t qh_off, const eng_block_q8_k *y) {
+/* The fetching dots' prefetch: before the bytes [lo, hi) of a row, the lines of the row at pf
+ * that start within [pf + lo, pf + hi) (at lo = 0 also the line pf starts in), into L2. A
+ * burst of a whole row's fetches ahead of its product (as mm_run issues for the other kernels)
+ * holds every fill buffer at once, and the product's own L2 reads then queue behind DRAM; two
+ * to five fetches a block or group keep a few buffers free for them. */
+static DP_ALWAYS_INLINE void fetch_span(const uint8_t *pf, size_t lo, size_t hi) {
+    if (!pf) return;
+    uintptr_t a = (uintptr_t)(pf + lo);
+    a = lo ? (a + 63) & ~(uintptr_t)63 : a & ~(uintptr_t)63;
+    for (const uintptr_t e = (uintptr_t)(pf + hi); a < e; a += 64) _mm_prefetch((const char *)a, _MM_HINT_T1);
+}
+
+static DP_ALWAYS_INLINE float k4_dot(int64_t k, const uint8_t *w, size_t bb, size_t qs_off, ptrdiff_t qh_off,
+                                     const eng_block_q8_k *y, const uint8_t *pf) {
     /* d and dmin lead both block types; scales follow them. Blocks go in pairs; an odd last one
      * is paired with zero lanes. */
     const int64_t nb = k / 256;
@@ -125,7 +137,9 @@ static DP_ALWAYS_INLINE float k4_dot(int64_t k, const uint8_t *w, size_t bb, siz
         const uint8_t *b0 = w + (size_t)i * bb, *b1 = b0 + bb;
         __m512i S0, S1 = _mm512_setzero_si512();
         __m256i M0, M1 = _mm256_setzero_si256();
+        fetch_span(pf, (size_t)i * bb, (size_t)(i + 1) * bb);
         k4_block(b0 + qs_off, qh_off < 0 ? NULL : b0 + qh_off, b0 + 4, &y[i], &S0, &M0);
+        if (two) fetch_span(pf, (size_t)(i + 1) * bb, (size_t)(i + 2) * bb);
         if (two) k4_block(b1 + qs_off, qh_off < 0 ? NULL : b1 + qh_off, b1 + 4, &y[i + 1], &S1, &M1);
         const __m128i r = reduce4(S0, S1, M0, M1);
         const eng_f16 *h0 = (const eng_f16 *)b0, *h1 = (const eng_f16 *)b1;
@@ -136,11 +150,17 @@ static DP_ALWAYS_INLINE float k4_dot(int64_t k, const uint8_t *w, size_t bb, siz
 }
 
 static float dot_q4_k(int64_t k, const void *w, const void *x) {
-    return k4_dot(k, w, sizeof(eng_block_q4_k), offsetof(eng_block_q4_k, qs), -1, x);
+    return k4_dot(k, w, sizeof(eng_block_q4_k), offsetof(eng_block_q4_k, qs), -1, x, NULL);
+}
+static float dot_q4_k_pf(int64_t k, const void *w, const void *x, const void *pf) {
+    return k4_dot(k, w, sizeof(eng_block_q4_k), offsetof(eng_block_q4_k, qs), -1, x, pf);
 }
 
 static float dot_q5_k(int64_t k, const void *w, const void *x) {
-    return k4_dot(k, w, sizeof(eng_block_q5_k), offsetof(eng_block_q5_k, qs), offsetof(eng_block_q5_k, qh), x);
+    return k4_dot(k, w, sizeof(eng_block_q5_k), offsetof(eng_block_q5_k, qs), offsetof(eng_block_q5_k, qh), x, NULL);
+}
+static float dot_q5_k_pf(int64_t k, const void *w, const void *x, const void *pf) {
+    return k4_dot(k, w, sizeof(eng_block_q5_k), offsetof(eng_block_q5_k, qs), offsetof(eng_block_q5_k, qh), x, pf);
 }
 
 /* Q6_K: S - M, with M = 32 * sum scale * bsum, as lane sums. 16-value sub-blocks, so a 64-value
@@ -162,20 +182,24 @@ static inline __m512i q6_block(const eng_block_q6_k *a, const eng_block_q8_k *y)
     return _mm512_sub_epi32(_mm512_add_epi32(acc0, acc1), _mm512_castsi256_si512(_mm256_slli_epi32(mw, 5)));
 }
 
-static float dot_q6_k(int64_t k, const void *w, const void *x) {
-    const eng_block_q6_k *a = w;
-    const eng_block_q8_k *y = x;
+static DP_ALWAYS_INLINE float q6_dot(int64_t k, const eng_block_q6_k *a, const eng_block_q8_k *y, const uint8_t *pf) {
     const int64_t nb = k / 256;
     float acc = 0;
     for (int64_t i = 0; i < nb; i += 2) { /* in pairs, as k4_dot */
         const bool two = i + 1 < nb;
+        fetch_span(pf, (size_t)i * sizeof *a, (size_t)(i + 1) * sizeof *a);
+        const __m512i S0 = q6_block(&a[i], &y[i]);
+        if (two) fetch_span(pf, (size_t)(i + 1) * sizeof *a, (size_t)(i + 2) * sizeof *a);
         const __m512i S1 = two ? q6_block(&a[i + 1], &y[i + 1]) : _mm512_setzero_si512();
-        const __m128i r = reduce4(q6_block(&a[i], &y[i]), S1, _mm256_setzero_si256(), _mm256_setzero_si256());
+        const __m128i r = reduce4(S0, S1, _mm256_setzero_si256(), _mm256_setzero_si256());
         acc = fmaf((float)_mm_cvtsi128_si32(r), y[i].d * f16(a[i].d), acc);
         if (two) acc = fmaf((float)_mm_extract_epi32(r, 1), y[i + 1].d * f16(a[i + 1].d), acc);
     }
     return acc;
 }
+
+static float dot_q6_k(int64_t k, const void *w, const void *x) { return q6_dot(k, w, x, NULL); }
+static float dot_q6_k_pf(int64_t k, const void *w, const void *x, const void *pf) { return q6_dot(k, w, x, pf); }
 
 /* r[j] = sum of the 8 lanes of p[j], j = 0..7 */
 static inline __m256i reduce8x8(const __m256i p[8]) {
@@ -187,13 +211,13 @@ static inline __m256i reduce8x8(const __m256i p[8]) {
 /* Q8_0: S = sum q x per 32-block, exact; acc = fma(S, d_w * d_x, acc) block by block (the GEMM's
  * order). vpdpbusd needs one unsigned side: the weights biased by 128, less 128 * sum x. The lane
  * sums of 8 blocks are reduced together. */
-static float dot_q8_0(int64_t k, const void *w, const void *x) {
-    const eng_block_q8_0 *a = w, *b = x;
+static DP_ALWAYS_INLINE float q8_0_dot(int64_t k, const eng_block_q8_0 *a, const eng_block_q8_0 *b, const uint8_t *pf) {
     const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi8(1);
     const int64_t nb = k / 32;
     float acc = 0;
     for (int64_t g = 0; g < nb; g += 8) {
         const int n = nb - g < 8 ? (int)(nb - g) : 8;
+        fetch_span(pf, (size_t)g * sizeof *a, (size_t)(g + n) * sizeof *a);
         __m256i P[8], X[8];
         for (int i = 0; i < 8; i++) {
             if (i >= n) {
@@ -210,6 +234,9 @@ static float dot_q8_0(int64_t k, const void *w, const void *x) {
     }
     return acc;
 }
+
+static float dot_q8_0(int64_t k, const void *w, const void *x) { return q8_0_dot(k, w, x, NULL); }
+static float dot_q8_0_pf(int64_t k, const void *w, const void *x, const void *pf) { return q8_0_dot(k, w, x, pf); }
 
 /* ---- activations ------------------------------------------------------------------------- */
 
@@ -1060,6 +1087,16 @@ eng_vec_dot_fn eng_vec_dot_avx512(int wt) {
     case ENG_TYPE_Q5_K: return dot_q5_k;
     case ENG_TYPE_Q6_K: return dot_q6_k;
     case ENG_TYPE_Q8_0: return dot_q8_0;
+    default: return NULL;
+    }
+}
+
+eng_vec_dot_pf_fn eng_vec_dot_pf_avx512(int wt) {
+    switch (wt) {
+    case ENG_TYPE_Q4_K: return dot_q4_k_pf;
+    case ENG_TYPE_Q5_K: return dot_q5_k_pf;
+    case ENG_TYPE_Q6_K: return dot_q6_k_pf;
+    case ENG_TYPE_Q8_0: return dot_q8_0_pf;
     default: return NULL;
     }
 }

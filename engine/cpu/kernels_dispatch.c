@@ -125,6 +125,14 @@ eng_vec_dot_fn eng_vec_dot_best(int wt) {
     return eng_vec_dot_ref(wt);
 }
 
+eng_vec_dot_pf_fn eng_vec_dot_pf_best(int wt) {
+#ifdef DP_HAVE_X86
+    if (!g_force_scalar && have_avx512()) return eng_vec_dot_pf_avx512(wt); /* (the same kernels as eng_vec_dot_best) */
+#endif
+    (void)wt;
+    return NULL;
+}
+
 eng_vec_dot4_fn eng_vec_dot4_best(int wt) {
 #ifdef DP_HAVE_X86
     /* where a type has an AVX-512 dot, only the GEMM matches it bit for bit */

@@ -66,6 +66,46 @@ static void test_simd_vec_dots_match_scalar_reference(void **state) {
     free(xq);
 }
 
+/* The dots that fetch ahead (one-sequence decode) give the plain dot's bits, whatever they
+ * fetch: nothing, an unaligned address, a row of another size; with an odd block count too. */
+static void test_fetching_dots_match_plain_dots_bit_for_bit(void **state) {
+    (void)state;
+    const int types[] = {ENG_TYPE_Q4_K, ENG_TYPE_Q5_K, ENG_TYPE_Q6_K, ENG_TYPE_Q8_0, ENG_TYPE_Q4_0};
+    const int64_t Ks[] = {768, 2560};
+    float *w = malloc(2560 * 4), *x = malloc(2560 * 4);
+    uint8_t *wq = malloc(2560 * 4), *xq = malloc(2560 * 4), *far = malloc(8192);
+    memset(far, 0x5a, 8192);
+    uint64_t s = 29;
+    int checked = 0;
+    for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
+        const eng_vec_dot_pf_fn pf = eng_vec_dot_pf_best(types[k]);
+        if (!pf) continue;
+        for (size_t ki = 0; ki < 2; ki++) {
+            const int64_t K = Ks[ki];
+            for (int trial = 0; trial < 8; trial++) {
+                for (int64_t i = 0; i < K; i++) w[i] = tu_randn(&s), x[i] = tu_randn(&s) * 2;
+                assert_int_equal(eng_quantize_row(types[k], w, wq, K), DP_OK);
+                eng_act_quantize(eng_act_type(types[k]), x, xq, K);
+                const float plain = eng_vec_dot_best(types[k])(K, wq, xq);
+                const void *fetch[] = {NULL, far, far + 7, far + 4096 - 33, wq};
+                for (size_t f = 0; f < sizeof(fetch) / sizeof(fetch[0]); f++) {
+                    const float got = pf(K, wq, xq, fetch[f]);
+                    if (memcmp(&got, &plain, sizeof got))
+                        fail_msg("%s K=%lld fetch %zu: %.9g vs plain dot %.9g", eng_type_name(types[k]), (long long)K,
+                                 f, (double)got, (double)plain);
+                }
+                checked++;
+            }
+        }
+    }
+    print_message("  fetching dots checked: %d rows%s\n", checked, checked ? "" : " (this CPU has none)");
+    free(w);
+    free(x);
+    free(wq);
+    free(xq);
+    free(far);
+}
+
 static void test_four_row_kernels_match_single_row_reference(void **state) {
     (void)state;
     const int types[] = {ENG_TYPE_Q8_0, ENG_TYPE_Q4_K, ENG_TYPE_Q6_K, ENG_TYPE_Q5_K, ENG_TYPE_F16,
@@ -785,6 +825,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_simd_vec_dots_match_scalar_reference),
         cmocka_unit_test(test_four_row_kernels_match_single_row_reference),
+        cmocka_unit_test(test_fetching_dots_match_plain_dots_bit_for_bit),
         cmocka_unit_test(test_gemm_matches_single_row_kernel_bit_for_bit),
         cmocka_unit_test(test_gemm_long_k_in_passes_bit_for_bit),
         cmocka_unit_test(test_q8_k_activation_quantizer_matches_reference),
