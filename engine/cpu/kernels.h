@@ -56,8 +56,9 @@ void eng_act_quantize(int act_type, const float *x, void *y, int64_t k);
 typedef float (*eng_vec_dot_fn)(int64_t k, const void *w, const void *x);
 
 /* The same product, bit for bit, that also fetches into L2 the row's worth of bytes at pf (the
- * row the caller reads next but several; NULL: nothing), a line or two between its blocks, so
- * that a one-sequence product streaming from DRAM keeps fill buffers free for its own reads. */
+ * row the caller reads next but several; NULL: nothing), the two to five lines that fall in each
+ * block's bytes just before it, so that a one-sequence product streaming from DRAM keeps fill
+ * buffers free for its own reads. */
 typedef float (*eng_vec_dot_pf_fn)(int64_t k, const void *w, const void *x, const void *pf);
 /* NULL when the CPU or type has none: the caller fetches ahead with eng_prefetch_l2. */
 eng_vec_dot_pf_fn eng_vec_dot_pf_best(int weight_type);
