@@ -103,7 +103,7 @@ static void mm_quantize(void *arg, int ith, int nth) {
 /* Rows [r0, r1) of weight i: the GEMM, or row dots in tiles of 16 rows x all tokens (a tile's
  * weights, ~23 KB of Q4_K at K = 2560, stay in L1/L2 while every token's activations stream
  * past, four tokens per kernel call; the first pass over a row fetches a row ahead of it, within
- * the run, into L2: through the dot itself where the type has a fetching dot, ~2 KB ahead, else
+ * the run, into L2: through the dot itself where the type has a fetching dot, 2-16 KB ahead, else
  * all at once before the row's product, ~16 KB ahead). */
 static void mm_run(mm_task *m, int ith, int i, int64_t r0, int64_t r1, float **ws) {
     const eng_weight *w = m->w[i];
@@ -116,9 +116,9 @@ static void mm_run(mm_task *m, int ith, int i, int64_t r0, int64_t r1, float **w
         m->gemm[i](K, wd, w->row_bytes, r0, r1, xq, m->xq_row, m->n_tok, y, ldy, *ws);
         return;
     }
-    /* the fetching dots spread their fetches through the product and want less lead than a
-     * burst: ~2 KB ahead decoded 4-11 % faster than 16 KB with them (Sapphire Rapids VM) */
-    const size_t lead = m->dot_pf[i] ? 2048 : 16384;
+    /* the fetching dots spread their fetches through the product; how far ahead suits them
+     * depends on the CPU (2 KB on Intel's, 16 KB on AMD's: eng_vec_dot_pf_lead) */
+    const size_t lead = m->dot_pf[i] ? eng_vec_dot_pf_lead() : 16384;
     const int64_t ahead = (int64_t)((lead + w->row_bytes - 1) / w->row_bytes);
     for (int64_t rt = r0; rt < r1; rt += MM_TILE) {
         const int64_t re = rt + MM_TILE < r1 ? rt + MM_TILE : r1;

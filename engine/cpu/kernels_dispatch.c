@@ -46,6 +46,11 @@ static bool cpu_avx512(void) {
     return g_avx512;
 }
 static bool have_avx512(void) { return cpu_avx512() && !g_no_avx512; }
+/* CPUID leaf 0's vendor string "GenuineIntel" (EBX, EDX, ECX). */
+static bool cpu_intel(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;
+}
 /* AMX-TILE + AMX-INT8 (CPUID 7.0 EDX bits 24, 25) with AVX-512 VBMI (ECX bit 1; every AMX CPU
  * has it, the AMX kernels permute bytes with it), the OS saving the tile state (XCR0 bits 17-18),
  * and the OS's permission for this process to use it; DOCPIPE_NO_AMX=1 opts out. */
@@ -99,6 +104,11 @@ static bool cpu_avx512(void) {
     return g_avx512;
 }
 static bool have_avx512(void) { return cpu_avx512() && !g_no_avx512; }
+static bool cpu_intel(void) {
+    int r[4];
+    __cpuid(r, 0);
+    return (unsigned)r[1] == 0x756e6547u && (unsigned)r[3] == 0x49656e69u && (unsigned)r[2] == 0x6c65746eu;
+}
 static bool have_amx(void) { return false; }
 #define DP_HAVE_X86 1
 #endif
@@ -131,6 +141,20 @@ eng_vec_dot_pf_fn eng_vec_dot_pf_best(int wt) {
 #endif
     (void)wt;
     return NULL;
+}
+
+size_t eng_vec_dot_pf_lead(void) {
+#ifdef DP_HAVE_X86
+    /* Measured on one-sequence decode, 2-vCPU VMs: a Sapphire Rapids Xeon decoded 4-11 % faster
+     * at 2 KB than at 4-16 KB (its prefetches hold L1 fill buffers until the line arrives, so
+     * fewer in flight leave room for the product's own reads); a Zen 4 EPYC 7-13 % slower at
+     * 2 KB than anywhere from 4 to 256 KB. Other makes: not measured, the longer lead. */
+    static int intel = -1;
+    if (intel < 0) intel = cpu_intel();
+    return intel ? 2048 : 16384;
+#else
+    return 16384;
+#endif
 }
 
 eng_vec_dot4_fn eng_vec_dot4_best(int wt) {
