@@ -41,6 +41,7 @@ typedef struct cpu_be {
      * that read K so, else whole rows: chosen once, when the backend is made, so the layout
      * kv_store writes is the one attention reads whatever the dispatch says later. */
     eng_kv_dots_fn kt_dots, kt_dots_w;
+    size_t pf_lead; /* eng_vec_dot_pf_lead, asked once here (CPUID), not from the workers */
 } cpu_be;
 
 static atomic_bool g_fail_scratch;
@@ -118,7 +119,7 @@ static void mm_run(mm_task *m, int ith, int i, int64_t r0, int64_t r1, float **w
     }
     /* the fetching dots spread their fetches through the product; how far ahead suits them
      * depends on the CPU (2 KB on Intel's, 16 KB on AMD's: eng_vec_dot_pf_lead) */
-    const size_t lead = m->dot_pf[i] ? eng_vec_dot_pf_lead() : 16384;
+    const size_t lead = m->dot_pf[i] ? m->c->pf_lead : 16384;
     const int64_t ahead = (int64_t)((lead + w->row_bytes - 1) / w->row_bytes);
     for (int64_t rt = r0; rt < r1; rt += MM_TILE) {
         const int64_t re = rt + MM_TILE < r1 ? rt + MM_TILE : r1;
@@ -865,6 +866,7 @@ dp_status eng_backend_cpu_new(int n_threads, bool exact, eng_backend **out, dp_e
     c->n_threads = n_threads;
     c->kt_dots = eng_kv_dots_panels(exact);
     c->kt_dots_w = c->kt_dots ? eng_kv_dots_widened(exact) : NULL;
+    c->pf_lead = eng_vec_dot_pf_lead();
     c->scratch = calloc((size_t)n_threads, sizeof(float *));
     c->scratch_cap = calloc((size_t)n_threads, sizeof(size_t));
     dp_status st = c->scratch && c->scratch_cap ? eng_pool_new(n_threads, &c->pool, err)

@@ -63,7 +63,7 @@ typedef float (*eng_vec_dot_pf_fn)(int64_t k, const void *w, const void *x, cons
 /* NULL when the CPU or type has none: the caller fetches ahead with eng_prefetch_l2. */
 eng_vec_dot_pf_fn eng_vec_dot_pf_best(int weight_type);
 /* How far ahead of the row in hand, in bytes, pf should point: the distance that decoded fastest
- * on this CPU's make (the caller rounds it up to whole rows). */
+ * on this CPU's make (the caller rounds it up to whole rows). Runs CPUID: ask once and keep it. */
 size_t eng_vec_dot_pf_lead(void);
 
 /* One weight row against 4 activation rows at once (x, x + x_stride, ...): the weight blocks

@@ -149,9 +149,7 @@ size_t eng_vec_dot_pf_lead(void) {
      * at 2 KB than at 4-16 KB (its prefetches hold L1 fill buffers until the line arrives, so
      * fewer in flight leave room for the product's own reads); a Zen 4 EPYC 7-13 % slower at
      * 2 KB than anywhere from 4 to 256 KB. Other makes: not measured, the longer lead. */
-    static int intel = -1;
-    if (intel < 0) intel = cpu_intel();
-    return intel ? 2048 : 16384;
+    return cpu_intel() ? 2048 : 16384;
 #else
     return 16384;
 #endif
