@@ -82,6 +82,7 @@ typedef struct mm_task {
     size_t xq_row;
     eng_vec_dot_fn dot[ENG_MATMUL_N];
     eng_vec_dot_pf_fn dot_pf[ENG_MATMUL_N]; /* (optional) the dot that fetches ahead itself */
+    eng_vec_dot4r_fn dot4r[ENG_MATMUL_N];   /* (optional) four rows of the first token at once */
     eng_vec_dot4_fn dot4[ENG_MATMUL_N]; /* (optional) */
     eng_gemm_fn gemm[ENG_MATMUL_N];     /* (optional) */
     atomic_llong next;                  /* the first 16-row tile no thread has claimed */
@@ -132,8 +133,15 @@ static void mm_run(mm_task *m, int ith, int i, int64_t r0, int64_t r1, float **w
                     m->dot4[i](K, wd + (size_t)r * w->row_bytes, xq + (size_t)t * m->xq_row, m->xq_row, o);
                     for (int j = 0; j < 4; j++) y[(size_t)(t + j) * ldy + r] = o[j];
                 }
-        for (; t < m->n_tok; t++)
-            for (int64_t r = rt; r < re; r++) {
+        for (; t < m->n_tok; t++) {
+            int64_t r = rt;
+            if (t == 0 && m->dot4r[i])
+                for (; r + 4 <= re; r += 4) { /* (at least the next four rows ahead: never the ones in hand) */
+                    const int64_t a4 = ahead > 4 ? ahead : 4;
+                    const uint8_t *row = wd + (size_t)r * w->row_bytes;
+                    m->dot4r[i](K, row, w->row_bytes, xq, r + a4 + 4 <= r1 ? row + (size_t)a4 * w->row_bytes : NULL, &y[r]);
+                }
+            for (; r < re; r++) {
                 const uint8_t *row = wd + (size_t)r * w->row_bytes;
                 const uint8_t *next = t == 0 && r + ahead < r1 ? row + (size_t)ahead * w->row_bytes : NULL;
                 float *o = &y[(size_t)t * ldy + r];
@@ -144,6 +152,7 @@ static void mm_run(mm_task *m, int ith, int i, int64_t r0, int64_t r1, float **w
                     *o = m->dot[i](K, row, xq + (size_t)t * m->xq_row);
                 }
             }
+        }
     }
 }
 
@@ -200,6 +209,7 @@ static void cpu_matmul_n(eng_backend *be, int n, const eng_weight *const *w, con
             m.dot[i] = eng_vec_dot_best(w[i]->type);
             m.dot4[i] = eng_vec_dot4_best(w[i]->type);
             m.dot_pf[i] = eng_vec_dot_pf_best(w[i]->type);
+            m.dot4r[i] = eng_vec_dot4r_best(w[i]->type);
             if (n_tok >= 2) m.gemm[i] = eng_gemm_best(w[i]->type);
         }
         shared = w[i]->ne0 == w[0]->ne0 && eng_act_type(w[i]->type) == eng_act_type(w[0]->type) && mm_prep(&m, i) == mm_prep(&m, 0);

@@ -66,6 +66,14 @@ eng_vec_dot_pf_fn eng_vec_dot_pf_best(int weight_type);
  * on this CPU's make (the caller rounds it up to whole rows). Runs CPUID: ask once and keep it. */
 size_t eng_vec_dot_pf_lead(void);
 
+/* Four weight rows (w, w + row_bytes, ...) against one activation row, fetching as
+ * eng_vec_dot_pf_fn does the four rows' bytes at pf (the same span, four rows on; NULL:
+ * nothing): out[j] = vec_dot(k, w + j * row_bytes, x), bit for bit. One-sequence decode: the
+ * horizontal sums and the scale arithmetic that end each block are paid once for four rows. */
+typedef void (*eng_vec_dot4r_fn)(int64_t k, const void *w, size_t row_bytes, const void *x, const void *pf, float out[4]);
+/* NULL when the CPU or type has none. */
+eng_vec_dot4r_fn eng_vec_dot4r_best(int weight_type);
+
 /* One weight row against 4 activation rows at once (x, x + x_stride, ...): the weight blocks
  * are decoded once for all four, which is what makes prompt and batch products compute-bound
  * rather than decode-bound. out[j] = vec_dot(k, w, x + j * x_stride). */

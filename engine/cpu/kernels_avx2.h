@@ -10,6 +10,7 @@
 /* quantized dot products and GEMM (the *_avx2 getters return NULL for a type they lack) */
 eng_vec_dot_fn eng_vec_dot_avx2(int wt);
 eng_vec_dot4_fn eng_vec_dot4_avx2(int wt);
+eng_vec_dot4r_fn eng_vec_dot4r_avx2(int wt);
 eng_gemm_fn eng_gemm_avx2(int wt);
 size_t eng_gemm_ws_avx2(int64_t k, int n_tok);
 void eng_quantize_q8_k_avx2(const float *x, void *y, int64_t n);

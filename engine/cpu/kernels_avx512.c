@@ -41,6 +41,12 @@ static inline int32_t load_i32(const void *p) {
     return v;
 }
 
+static inline uint16_t load_u16(const void *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
 /* ---- one row (decode) --------------------------------------------------------------------- */
 
 /* Decode reads each weight once, so it runs at memory speed only if the vector work per block
@@ -163,6 +169,54 @@ static float dot_q5_k_pf(int64_t k, const void *w, const void *x, const void *pf
     return k4_dot(k, w, sizeof(eng_block_q5_k), offsetof(eng_block_q5_k, qs), offsetof(eng_block_q5_k, qh), x, pf);
 }
 
+/* Four rows' lane sums to [a0 a1 a2 a3 | b0 b1 b2 b3] (a: 16 lanes each, b: 8 lanes each). */
+static inline __m256i reduce4x2(const __m512i a[4], const __m256i b[4]) {
+    __m256i h[4];
+    for (int r = 0; r < 4; r++) h[r] = _mm256_add_epi32(_mm512_castsi512_si256(a[r]), _mm512_extracti64x4_epi64(a[r], 1));
+    const __m256i ha = _mm256_hadd_epi32(_mm256_hadd_epi32(h[0], h[1]), _mm256_hadd_epi32(h[2], h[3]));
+    const __m256i hb = _mm256_hadd_epi32(_mm256_hadd_epi32(b[0], b[1]), _mm256_hadd_epi32(b[2], b[3]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(ha, hb, 0x20), _mm256_permute2x128_si256(ha, hb, 0x31));
+}
+
+/* (d, dmin) of block i of four rows rb apart, as [d0 d1 d2 d3 | dmin0 .. dmin3] floats. */
+static inline __m256 k4_dmin4(const uint8_t *b, size_t rb) {
+    const __m128i h = _mm_setr_epi32(load_i32(b), load_i32(b + rb), load_i32(b + 2 * rb), load_i32(b + 3 * rb));
+    return _mm256_cvtph_ps(_mm_shuffle_epi8(h, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15)));
+}
+
+/* Four rows against one activation row: each row's S and M exactly as k4_dot, the reduction
+ * and the fold done once for the four (lane r = row r), in the same float order as the GEMM:
+ * a row's bits are those of its single-row dot. One block of the four rows at a time, so the
+ * fetches at pf move through the next four rows as fast as the product through these. */
+static DP_ALWAYS_INLINE void k4_dot4r(int64_t k, const uint8_t *w, size_t rb, size_t bb, size_t qs_off,
+                                      ptrdiff_t qh_off, const eng_block_q8_k *y, const uint8_t *pf, float out[4]) {
+    const int64_t nb = k / 256;
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        __m512i S[4];
+        __m256i M[4];
+        const uint8_t *b = w + (size_t)i * bb;
+        fetch_span(pf, (size_t)(4 * i) * bb, (size_t)(4 * i + 4) * bb);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *br = b + (size_t)r * rb;
+            k4_block(br + qs_off, qh_off < 0 ? NULL : br + qh_off, br + 4, &y[i], &S[r], &M[r]);
+        }
+        const __m256 sm = _mm256_cvtepi32_ps(reduce4x2(S, M));
+        const __m256 xdd = _mm256_mul_ps(_mm256_set1_ps(y[i].d), k4_dmin4(b, rb));
+        acc = _mm_fmadd_ps(_mm256_castps256_ps128(sm), _mm256_castps256_ps128(xdd), acc);
+        acc = _mm_fnmadd_ps(_mm256_extractf128_ps(sm, 1), _mm256_extractf128_ps(xdd, 1), acc);
+    }
+    _mm_storeu_ps(out, acc);
+}
+
+static void dot4r_q4_k(int64_t k, const void *w, size_t rb, const void *x, const void *pf, float out[4]) {
+    k4_dot4r(k, w, rb, sizeof(eng_block_q4_k), offsetof(eng_block_q4_k, qs), -1, x, pf, out);
+}
+static void dot4r_q5_k(int64_t k, const void *w, size_t rb, const void *x, const void *pf, float out[4]) {
+    k4_dot4r(k, w, rb, sizeof(eng_block_q5_k), offsetof(eng_block_q5_k, qs), offsetof(eng_block_q5_k, qh), x, pf, out);
+}
+
 /* Q6_K: S - M, with M = 32 * sum scale * bsum, as lane sums. 16-value sub-blocks, so a 64-value
  * vector spans four scales. */
 static inline __m512i q6_block(const eng_block_q6_k *a, const eng_block_q8_k *y) {
@@ -200,6 +254,28 @@ static DP_ALWAYS_INLINE float q6_dot(int64_t k, const eng_block_q6_k *a, const e
 
 static float dot_q6_k(int64_t k, const void *w, const void *x) { return q6_dot(k, w, x, NULL); }
 static float dot_q6_k_pf(int64_t k, const void *w, const void *x, const void *pf) { return q6_dot(k, w, x, pf); }
+
+/* Four Q6_K rows, as k4_dot4r: S - M of each row as q6_dot, reduced and folded for the four. */
+static void dot4r_q6_k(int64_t k, const void *w, size_t rb, const void *x, const void *pf, float out[4]) {
+    const uint8_t *wb = w;
+    const eng_block_q8_k *y = x;
+    const int64_t nb = k / 256;
+    const __m256i z = _mm256_setzero_si256(), zs[4] = {z, z, z, z};
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *b = wb + (size_t)i * sizeof(eng_block_q6_k);
+        fetch_span(pf, (size_t)(4 * i) * sizeof(eng_block_q6_k), (size_t)(4 * i + 4) * sizeof(eng_block_q6_k));
+        __m512i S[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) S[r] = q6_block((const eng_block_q6_k *)(const void *)(b + (size_t)r * rb), &y[i]);
+        const __m128 s = _mm256_castps256_ps128(_mm256_cvtepi32_ps(reduce4x2(S, zs)));
+        const size_t od = offsetof(eng_block_q6_k, d);
+        const __m128i h = _mm_setr_epi16((short)load_u16(b + od), (short)load_u16(b + rb + od), (short)load_u16(b + 2 * rb + od),
+                                         (short)load_u16(b + 3 * rb + od), 0, 0, 0, 0);
+        acc = _mm_fmadd_ps(s, _mm_mul_ps(_mm_set1_ps(y[i].d), _mm_cvtph_ps(h)), acc);
+    }
+    _mm_storeu_ps(out, acc);
+}
 
 /* r[j] = sum of the 8 lanes of p[j], j = 0..7 */
 static inline __m256i reduce8x8(const __m256i p[8]) {
@@ -1087,6 +1163,15 @@ eng_vec_dot_fn eng_vec_dot_avx512(int wt) {
     case ENG_TYPE_Q5_K: return dot_q5_k;
     case ENG_TYPE_Q6_K: return dot_q6_k;
     case ENG_TYPE_Q8_0: return dot_q8_0;
+    default: return NULL;
+    }
+}
+
+eng_vec_dot4r_fn eng_vec_dot4r_avx512(int wt) {
+    switch (wt) {
+    case ENG_TYPE_Q4_K: return dot4r_q4_k;
+    case ENG_TYPE_Q5_K: return dot4r_q5_k;
+    case ENG_TYPE_Q6_K: return dot4r_q6_k;
     default: return NULL;
     }
 }

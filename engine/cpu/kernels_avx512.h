@@ -11,6 +11,7 @@
 /* quantized dot products and GEMM */
 eng_vec_dot_fn eng_vec_dot_avx512(int wt);
 eng_vec_dot_pf_fn eng_vec_dot_pf_avx512(int wt);
+eng_vec_dot4r_fn eng_vec_dot4r_avx512(int wt);
 eng_gemm_fn eng_gemm_avx512(int weight_type);
 eng_gemm_prep_fn eng_gemm_prep_avx512(int wt);
 size_t eng_gemm_ws_avx512(int64_t k);

@@ -143,6 +143,15 @@ eng_vec_dot_pf_fn eng_vec_dot_pf_best(int wt) {
     return NULL;
 }
 
+eng_vec_dot4r_fn eng_vec_dot4r_best(int wt) {
+#ifdef DP_HAVE_X86
+    if (!g_force_scalar && have_avx512()) return eng_vec_dot4r_avx512(wt);
+    if (!g_force_scalar && have_avx2()) return eng_vec_dot4r_avx2(wt);
+#endif
+    (void)wt;
+    return NULL;
+}
+
 size_t eng_vec_dot_pf_lead(void) {
 #ifdef DP_HAVE_X86
     /* Measured on one-sequence decode, 2-vCPU VMs: a Sapphire Rapids Xeon decoded 4-11 % faster

@@ -106,6 +106,60 @@ static void test_fetching_dots_match_plain_dots_bit_for_bit(void **state) {
     free(far);
 }
 
+/* The four-row dots (one-sequence decode) give each row its single-row dot's bits: rows of
+ * different scales, block counts odd and even, rows packed or apart, any fetch address. */
+static void with_avx2_too(void (*check)(void));
+
+static void four_row_dots_check(void) {
+    const int types[] = {ENG_TYPE_Q4_K, ENG_TYPE_Q5_K, ENG_TYPE_Q6_K, ENG_TYPE_Q8_0, ENG_TYPE_Q4_0};
+    const int64_t Ks[] = {256, 768, 2560};
+    float *w = malloc(2560 * 4), *x = malloc(2560 * 4);
+    uint8_t *wq = malloc(4 * 2 * 2560), *xq = malloc(2560 * 4), *far = malloc(16384);
+    memset(far, 0x5a, 16384);
+    uint64_t s = 31;
+    int checked = 0;
+    for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++) {
+        const eng_vec_dot4r_fn d4 = eng_vec_dot4r_best(types[k]);
+        if (!d4) continue;
+        for (size_t ki = 0; ki < sizeof(Ks) / sizeof(Ks[0]); ki++) {
+            const int64_t K = Ks[ki];
+            const size_t rs = eng_row_size(types[k], K);
+            for (int trial = 0; trial < 6; trial++) {
+                const size_t rb = trial & 1 ? rs : rs + 64 + 8 * (size_t)trial; /* packed, or apart */
+                for (int r = 0; r < 4; r++) {
+                    const float mag = r == 2 ? 1e-3f : (float)(r + 1);
+                    for (int64_t i = 0; i < K; i++) w[i] = tu_randn(&s) * mag;
+                    assert_int_equal(eng_quantize_row(types[k], w, wq + (size_t)r * rb, K), DP_OK);
+                }
+                for (int64_t i = 0; i < K; i++) x[i] = tu_randn(&s) * 3;
+                eng_act_quantize(eng_act_type(types[k]), x, xq, K);
+                float plain[4];
+                for (int r = 0; r < 4; r++) plain[r] = eng_vec_dot_best(types[k])(K, wq + (size_t)r * rb, xq);
+                const void *fetch[] = {NULL, far, far + 7, far + 8192 - 33, wq};
+                for (size_t f = 0; f < sizeof(fetch) / sizeof(fetch[0]); f++) {
+                    float got[4];
+                    d4(K, wq, rb, xq, fetch[f], got);
+                    for (int r = 0; r < 4; r++)
+                        if (memcmp(&got[r], &plain[r], sizeof got[r]))
+                            fail_msg("%s K=%lld row %d fetch %zu: %.9g vs row dot %.9g", eng_type_name(types[k]),
+                                     (long long)K, r, f, (double)got[r], (double)plain[r]);
+                }
+                checked++;
+            }
+        }
+    }
+    print_message("  four-row dots checked: %d groups (%s)\n", checked, checked ? eng_cpu_kernel_name() : "this CPU has none");
+    free(w);
+    free(x);
+    free(wq);
+    free(xq);
+    free(far);
+}
+static void test_four_row_dots_match_row_dots_bit_for_bit(void **state) {
+    (void)state;
+    with_avx2_too(four_row_dots_check);
+}
+
 static void test_four_row_kernels_match_single_row_reference(void **state) {
     (void)state;
     const int types[] = {ENG_TYPE_Q8_0, ENG_TYPE_Q4_K, ENG_TYPE_Q6_K, ENG_TYPE_Q5_K, ENG_TYPE_F16,
@@ -826,6 +880,7 @@ int main(void) {
         cmocka_unit_test(test_simd_vec_dots_match_scalar_reference),
         cmocka_unit_test(test_four_row_kernels_match_single_row_reference),
         cmocka_unit_test(test_fetching_dots_match_plain_dots_bit_for_bit),
+        cmocka_unit_test(test_four_row_dots_match_row_dots_bit_for_bit),
         cmocka_unit_test(test_gemm_matches_single_row_kernel_bit_for_bit),
         cmocka_unit_test(test_gemm_long_k_in_passes_bit_for_bit),
         cmocka_unit_test(test_q8_k_activation_quantizer_matches_reference),
