@@ -139,7 +139,8 @@ static void mm_run(mm_task *m, int ith, int i, int64_t r0, int64_t r1, float **w
                 for (; r + 4 <= re; r += 4) { /* (at least the next four rows ahead: never the ones in hand) */
                     const int64_t a4 = ahead > 4 ? ahead : 4;
                     const uint8_t *row = wd + (size_t)r * w->row_bytes;
-                    m->dot4r[i](K, row, w->row_bytes, xq, r + a4 + 4 <= r1 ? row + (size_t)a4 * w->row_bytes : NULL, &y[r]);
+                    const uint8_t *next = r + a4 + 4 <= r1 ? row + (size_t)a4 * w->row_bytes : NULL;
+                    m->dot4r[i](K, row, w->row_bytes, xq, next, &y[r]);
                 }
             for (; r < re; r++) {
                 const uint8_t *row = wd + (size_t)r * w->row_bytes;

@@ -70,7 +70,8 @@ size_t eng_vec_dot_pf_lead(void);
  * eng_vec_dot_pf_fn does the four rows' bytes at pf (the same span, four rows on; NULL:
  * nothing): out[j] = vec_dot(k, w + j * row_bytes, x), bit for bit. One-sequence decode: the
  * horizontal sums and the scale arithmetic that end each block are paid once for four rows. */
-typedef void (*eng_vec_dot4r_fn)(int64_t k, const void *w, size_t row_bytes, const void *x, const void *pf, float out[4]);
+typedef void (*eng_vec_dot4r_fn)(int64_t k, const void *w, size_t row_bytes, const void *x, const void *pf,
+                                 float out[4]);
 /* NULL when the CPU or type has none. */
 eng_vec_dot4r_fn eng_vec_dot4r_best(int weight_type);
 

@@ -363,7 +363,8 @@ static DP_ALWAYS_INLINE void k4_dot4r(int64_t k, const uint8_t *w, size_t rb, si
         }
         const __m256 sm = _mm256_cvtepi32_ps(reduce4x2(S, M));
         const __m128i h = _mm_setr_epi32(load_i32(b), load_i32(b + rb), load_i32(b + 2 * rb), load_i32(b + 3 * rb));
-        const __m256 dm = _mm256_cvtph_ps(_mm_shuffle_epi8(h, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15)));
+        const __m128i dd = _mm_shuffle_epi8(h, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+        const __m256 dm = _mm256_cvtph_ps(dd); /* [d0 d1 d2 d3 | dmin0 .. dmin3] */
         const __m256 xdd = _mm256_mul_ps(_mm256_set1_ps(y[i].d), dm);
         acc = _mm_fmadd_ps(_mm256_castps256_ps128(sm), _mm256_castps256_ps128(xdd), acc);
         acc = _mm_fnmadd_ps(_mm256_extractf128_ps(sm, 1), _mm256_extractf128_ps(xdd, 1), acc);

@@ -172,7 +172,8 @@ static float dot_q5_k_pf(int64_t k, const void *w, const void *x, const void *pf
 /* Four rows' lane sums to [a0 a1 a2 a3 | b0 b1 b2 b3] (a: 16 lanes each, b: 8 lanes each). */
 static inline __m256i reduce4x2(const __m512i a[4], const __m256i b[4]) {
     __m256i h[4];
-    for (int r = 0; r < 4; r++) h[r] = _mm256_add_epi32(_mm512_castsi512_si256(a[r]), _mm512_extracti64x4_epi64(a[r], 1));
+    for (int r = 0; r < 4; r++)
+        h[r] = _mm256_add_epi32(_mm512_castsi512_si256(a[r]), _mm512_extracti64x4_epi64(a[r], 1));
     const __m256i ha = _mm256_hadd_epi32(_mm256_hadd_epi32(h[0], h[1]), _mm256_hadd_epi32(h[2], h[3]));
     const __m256i hb = _mm256_hadd_epi32(_mm256_hadd_epi32(b[0], b[1]), _mm256_hadd_epi32(b[2], b[3]));
     return _mm256_add_epi32(_mm256_permute2x128_si256(ha, hb, 0x20), _mm256_permute2x128_si256(ha, hb, 0x31));
@@ -270,8 +271,9 @@ static void dot4r_q6_k(int64_t k, const void *w, size_t rb, const void *x, const
         for (int r = 0; r < 4; r++) S[r] = q6_block((const eng_block_q6_k *)(const void *)(b + (size_t)r * rb), &y[i]);
         const __m128 s = _mm256_castps256_ps128(_mm256_cvtepi32_ps(reduce4x2(S, zs)));
         const size_t od = offsetof(eng_block_q6_k, d);
-        const __m128i h = _mm_setr_epi16((short)load_u16(b + od), (short)load_u16(b + rb + od), (short)load_u16(b + 2 * rb + od),
-                                         (short)load_u16(b + 3 * rb + od), 0, 0, 0, 0);
+        const __m128i h = _mm_setr_epi16((short)load_u16(b + od), (short)load_u16(b + rb + od),
+                                         (short)load_u16(b + 2 * rb + od), (short)load_u16(b + 3 * rb + od), 0, 0, 0,
+                                         0);
         acc = _mm_fmadd_ps(s, _mm_mul_ps(_mm_set1_ps(y[i].d), _mm_cvtph_ps(h)), acc);
     }
     _mm_storeu_ps(out, acc);

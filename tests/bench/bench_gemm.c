@@ -1,15 +1,15 @@
 /*
  * bench_gemm.c - one thread's GEMM throughput for a weight type, shape and token count: the
  * kernel eng_gemm_best picks (AMX where the CPU has it, else AVX-512), or the AVX-512 one with
- * --no-amx (--no-avx512: the AVX2 kernels). Weights of M matrices (--mats M) are cycled, so with enough of them they come from
- * DRAM as in a real step instead of staying in L2/L3. Best of the repetitions, then the mean: on
- * a shared VM the two can differ by 2x (a neighbour on the host core), and the engine's matmuls
- * run at the mean, not the best.
+ * --no-amx (--no-avx512: the AVX2 kernels). Weights of M matrices (--mats M) are cycled, so with
+ * enough of them they come from DRAM as in a real step instead of staying in L2/L3. Best of the
+ * repetitions, then the mean: on a shared VM the two can differ by 2x (a neighbour on the host
+ * core), and the engine's matmuls run at the mean, not the best.
  *
  *   bench_gemm q4_k 2560 9728 16            # one qwen3 ffn_up, 16 tokens (a 16-sequence step)
  *   bench_gemm q6_k 2560 32768 16 --mats 24 # 24 x 62 MB: from DRAM
  *   bench_gemm q4_k 2560 9728 512 --no-amx  # a 512-token prompt piece, AVX-512
- *   bench_gemm q4_k 2560 9728 1 --dot --mats 24  # one-sequence decode: row dots, four rows a call as the engine runs them
+ *   bench_gemm q4_k 2560 9728 1 --dot --mats 24  # one-sequence decode: four rows a call, as the engine
  *   bench_gemm q4_k 2560 512 1 --dot --one-row   # the same, one row a call
  */
 #include <stdbool.h>
@@ -24,7 +24,8 @@
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: bench_gemm q4_k|q5_k|q6_k|q8_0 K N TOKENS [--reps R] [--mats M] [--no-amx] [--no-avx512] [--dot [--one-row]]\n");
+        fprintf(stderr, "usage: bench_gemm q4_k|q5_k|q6_k|q8_0 K N TOKENS [--reps R] [--mats M] [--no-amx]\n"
+                        "                  [--no-avx512] [--dot [--one-row]]\n");
         return 64;
     }
     const char *tn = argv[1];
@@ -91,12 +92,14 @@ int main(int argc, char **argv) {
             for (int t = 0; t < T; t++) {
                 int64_t n = 0;
                 if (vdot4r)
-                    for (; n + 4 <= N; n += 4)
-                        vdot4r(K, wm + rb * (size_t)n, rb, x + xs * (size_t)t, n + ahead4 + 4 <= N ? wm + rb * (size_t)(n + ahead4) : NULL,
-                               &y[(size_t)t * N + n]);
+                    for (; n + 4 <= N; n += 4) {
+                        const uint8_t *next = n + ahead4 + 4 <= N ? wm + rb * (size_t)(n + ahead4) : NULL;
+                        vdot4r(K, wm + rb * (size_t)n, rb, x + xs * (size_t)t, next, &y[(size_t)t * N + n]);
+                    }
                 for (; n < N; n++) {
                     const uint8_t *row = wm + rb * (size_t)n, *next = n + ahead < N ? row + rb * (size_t)ahead : NULL;
-                    y[(size_t)t * N + n] = vdot_pf ? vdot_pf(K, row, x + xs * (size_t)t, next) : vdot(K, row, x + xs * (size_t)t);
+                    const uint8_t *xt = x + xs * (size_t)t;
+                    y[(size_t)t * N + n] = vdot_pf ? vdot_pf(K, row, xt, next) : vdot(K, row, xt);
                 }
             }
         else
