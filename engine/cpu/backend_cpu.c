@@ -104,9 +104,10 @@ static void mm_quantize(void *arg, int ith, int nth) {
 
 /* Rows [r0, r1) of weight i: the GEMM, or row dots in tiles of 16 rows x all tokens (a tile's
  * weights, ~23 KB of Q4_K at K = 2560, stay in L1/L2 while every token's activations stream
- * past, four tokens per kernel call; the first pass over a row fetches a row ahead of it, within
- * the run, into L2: through the dot itself where the type has a fetching dot, 2-16 KB ahead, else
- * all at once before the row's product, ~16 KB ahead). */
+ * past, four tokens per kernel call; the first token's pass takes four rows per call where the
+ * type has a four-row dot, and fetches rows ahead of it, within the run, into L2: through the
+ * dot itself where the type has a fetching dot, 2-16 KB ahead (at least the next four rows for a
+ * four-row dot), else all at once before the row's product, ~16 KB ahead). */
 static void mm_run(mm_task *m, int ith, int i, int64_t r0, int64_t r1, float **ws) {
     const eng_weight *w = m->w[i];
     const int64_t K = w->ne0;
@@ -119,7 +120,7 @@ static void mm_run(mm_task *m, int ith, int i, int64_t r0, int64_t r1, float **w
         return;
     }
     /* the fetching dots spread their fetches through the product; how far ahead suits them
-     * depends on the CPU (2 KB on Intel's, 16 KB on AMD's: eng_vec_dot_pf_lead) */
+     * depends on the CPU (2 KB on Intel's, 16 KB on the others': eng_vec_dot_pf_lead) */
     const size_t lead = m->dot_pf[i] ? m->c->pf_lead : 16384;
     const int64_t ahead = (int64_t)((lead + w->row_bytes - 1) / w->row_bytes);
     for (int64_t rt = r0; rt < r1; rt += MM_TILE) {
