@@ -14,6 +14,7 @@
 #include "compiler.h"
 #include "kernels.h"
 #include "kernels_avx2.h"
+#include "rows4.h"
 #include "kscales.h"
 #include "quant.h"
 
@@ -324,31 +325,9 @@ static float dot_q6_k(int64_t k, const void *w, const void *x) {
 
 /* ---- four weight rows x one activation row (one-sequence decode) ------------------------- */
 
-/* The lines of the row span at pf that start within [pf + lo, pf + hi) (at lo = 0 also the line
- * pf starts in), into L2: the four-row dots fetch the next four rows as they read these four, a
- * few lines a block, so four streams need no help from the hardware prefetcher. */
-static DP_ALWAYS_INLINE void fetch_span(const uint8_t *pf, size_t lo, size_t hi) {
-    if (!pf) return;
-    uintptr_t a = (uintptr_t)(pf + lo);
-    a = lo ? (a + 63) & ~(uintptr_t)63 : a & ~(uintptr_t)63;
-    for (const uintptr_t e = (uintptr_t)(pf + hi); a < e; a += 64) _mm_prefetch((const char *)a, _MM_HINT_T1);
-}
-
-/* Four rows' lane sums: [a0 a1 a2 a3 | b0 b1 b2 b3] */
-static inline __m256i reduce4x2(const __m256i a[4], const __m256i b[4]) {
-    const __m256i ha = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
-    const __m256i hb = _mm256_hadd_epi32(_mm256_hadd_epi32(b[0], b[1]), _mm256_hadd_epi32(b[2], b[3]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(ha, hb, 0x20), _mm256_permute2x128_si256(ha, hb, 0x31));
-}
-
-static inline int32_t load_i32(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
 /* Each row's S and M as k4_dot, reduced and folded once for the four rows (lane r = row r) in
- * k4_dot's float order, so a row gets its single-row dot's bits. */
+ * k4_dot's float order, so a row gets its single-row dot's bits; the next four rows are fetched
+ * a few lines a block (rows4.h), so four streams need no help from the hardware prefetcher. */
 static DP_ALWAYS_INLINE void k4_dot4r(int64_t k, const uint8_t *w, size_t rb, size_t bb, size_t qs_off,
                                       ptrdiff_t qh_off, const eng_block_q8_k *y, const uint8_t *pf, float out[4]) {
     const int64_t nb = k / 256;
@@ -356,18 +335,12 @@ static DP_ALWAYS_INLINE void k4_dot4r(int64_t k, const uint8_t *w, size_t rb, si
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = w + (size_t)i * bb;
         __m256i S[4], M[4];
-        fetch_span(pf, (size_t)(4 * i) * bb, (size_t)(4 * i + 4) * bb);
+        eng_fetch_span(pf, (size_t)(4 * i) * bb, (size_t)(4 * i + 4) * bb);
         for (int r = 0; r < 4; r++) {
             const uint8_t *br = b + (size_t)r * rb;
             S[r] = k4_block(br, br + qs_off, qh_off < 0 ? NULL : br + qh_off, &y[i], &M[r]);
         }
-        const __m256 sm = _mm256_cvtepi32_ps(reduce4x2(S, M));
-        const __m128i h = _mm_setr_epi32(load_i32(b), load_i32(b + rb), load_i32(b + 2 * rb), load_i32(b + 3 * rb));
-        const __m128i dd = _mm_shuffle_epi8(h, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
-        const __m256 dm = _mm256_cvtph_ps(dd); /* [d0 d1 d2 d3 | dmin0 .. dmin3] */
-        const __m256 xdd = _mm256_mul_ps(_mm256_set1_ps(y[i].d), dm);
-        acc = _mm_fmadd_ps(_mm256_castps256_ps128(sm), _mm256_castps256_ps128(xdd), acc);
-        acc = _mm_fnmadd_ps(_mm256_extractf128_ps(sm, 1), _mm256_extractf128_ps(xdd, 1), acc);
+        acc = eng_k4_fold4(acc, eng_reduce4x2(S, M), b, rb, y[i].d);
     }
     _mm_storeu_ps(out, acc);
 }
@@ -384,18 +357,15 @@ static void dot4r_q6_k(int64_t k, const void *w, size_t rb, const void *x, const
     const eng_block_q8_k *y = x;
     const int64_t nb = k / 256;
     const __m256i z = _mm256_setzero_si256(), zs[4] = {z, z, z, z};
-    const size_t bb = sizeof(eng_block_q6_k), od = offsetof(eng_block_q6_k, d);
+    const size_t bb = sizeof(eng_block_q6_k);
     __m128 acc = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = wb + (size_t)i * bb;
-        fetch_span(pf, (size_t)(4 * i) * bb, (size_t)(4 * i + 4) * bb);
+        eng_fetch_span(pf, (size_t)(4 * i) * bb, (size_t)(4 * i + 4) * bb);
         __m256i S[4];
         for (int r = 0; r < 4; r++) S[r] = q6k_block((const eng_block_q6_k *)(const void *)(b + (size_t)r * rb), &y[i]);
-        const __m128 sv = _mm256_castps256_ps128(_mm256_cvtepi32_ps(reduce4x2(S, zs)));
-        uint16_t d[4];
-        for (int r = 0; r < 4; r++) memcpy(&d[r], b + (size_t)r * rb + od, 2);
-        const __m128i h = _mm_setr_epi16((short)d[0], (short)d[1], (short)d[2], (short)d[3], 0, 0, 0, 0);
-        acc = _mm_fmadd_ps(sv, _mm_mul_ps(_mm_set1_ps(y[i].d), _mm_cvtph_ps(h)), acc);
+        const __m128i sv = _mm256_castsi256_si128(eng_reduce4x2(S, zs));
+        acc = eng_q6_fold4(acc, sv, b, rb, offsetof(eng_block_q6_k, d), y[i].d);
     }
     _mm_storeu_ps(out, acc);
 }

@@ -31,6 +31,7 @@
 #include "kernels_avx512.h"
 #include "kscales.h"
 #include "quant.h"
+#include "rows4.h"
 #include "tile_avx512.h"
 
 static inline float f16(uint16_t h) { return _cvtsh_ss(h); }
@@ -41,11 +42,6 @@ static inline int32_t load_i32(const void *p) {
     return v;
 }
 
-static inline uint16_t load_u16(const void *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
 
 /* ---- one row (decode) --------------------------------------------------------------------- */
 
@@ -120,17 +116,9 @@ static inline float k4_fold(float acc, int32_t S, int32_t M, eng_f16 d, eng_f16 
     return fmaf(-(float)M, xd * f16(dmin), acc);
 }
 
-/* The fetching dots' prefetch: before the bytes [lo, hi) of a row, the lines of the row at pf
- * that start within [pf + lo, pf + hi) (at lo = 0 also the line pf starts in), into L2. A
- * burst of a whole row's fetches ahead of its product (as mm_run issues for the other kernels)
- * holds every fill buffer at once, and the product's own L2 reads then queue behind DRAM; two
- * to five fetches a block or group keep a few buffers free for them. */
-static DP_ALWAYS_INLINE void fetch_span(const uint8_t *pf, size_t lo, size_t hi) {
-    if (!pf) return;
-    uintptr_t a = (uintptr_t)(pf + lo);
-    a = lo ? (a + 63) & ~(uintptr_t)63 : a & ~(uintptr_t)63;
-    for (const uintptr_t e = (uintptr_t)(pf + hi); a < e; a += 64) _mm_prefetch((const char *)a, _MM_HINT_T1);
-}
+/* The fetching dots fetch two to five lines of the row ahead each block or group
+ * (eng_fetch_span), where a burst of the whole row before the product (as mm_run issues for the
+ * other kernels) would hold every fill buffer while the product's own L2 reads queue behind DRAM. */
 
 static DP_ALWAYS_INLINE float k4_dot(int64_t k, const uint8_t *w, size_t bb, size_t qs_off, ptrdiff_t qh_off,
                                      const eng_block_q8_k *y, const uint8_t *pf) {
@@ -143,9 +131,9 @@ static DP_ALWAYS_INLINE float k4_dot(int64_t k, const uint8_t *w, size_t bb, siz
         const uint8_t *b0 = w + (size_t)i * bb, *b1 = b0 + bb;
         __m512i S0, S1 = _mm512_setzero_si512();
         __m256i M0, M1 = _mm256_setzero_si256();
-        fetch_span(pf, (size_t)i * bb, (size_t)(i + 1) * bb);
+        eng_fetch_span(pf, (size_t)i * bb, (size_t)(i + 1) * bb);
         k4_block(b0 + qs_off, qh_off < 0 ? NULL : b0 + qh_off, b0 + 4, &y[i], &S0, &M0);
-        if (two) fetch_span(pf, (size_t)(i + 1) * bb, (size_t)(i + 2) * bb);
+        if (two) eng_fetch_span(pf, (size_t)(i + 1) * bb, (size_t)(i + 2) * bb);
         if (two) k4_block(b1 + qs_off, qh_off < 0 ? NULL : b1 + qh_off, b1 + 4, &y[i + 1], &S1, &M1);
         const __m128i r = reduce4(S0, S1, M0, M1);
         const eng_f16 *h0 = (const eng_f16 *)b0, *h1 = (const eng_f16 *)b1;
@@ -174,15 +162,7 @@ static inline __m256i reduce4x2(const __m512i a[4], const __m256i b[4]) {
     __m256i h[4];
     for (int r = 0; r < 4; r++)
         h[r] = _mm256_add_epi32(_mm512_castsi512_si256(a[r]), _mm512_extracti64x4_epi64(a[r], 1));
-    const __m256i ha = _mm256_hadd_epi32(_mm256_hadd_epi32(h[0], h[1]), _mm256_hadd_epi32(h[2], h[3]));
-    const __m256i hb = _mm256_hadd_epi32(_mm256_hadd_epi32(b[0], b[1]), _mm256_hadd_epi32(b[2], b[3]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(ha, hb, 0x20), _mm256_permute2x128_si256(ha, hb, 0x31));
-}
-
-/* (d, dmin) of block i of four rows rb apart, as [d0 d1 d2 d3 | dmin0 .. dmin3] floats. */
-static inline __m256 k4_dmin4(const uint8_t *b, size_t rb) {
-    const __m128i h = _mm_setr_epi32(load_i32(b), load_i32(b + rb), load_i32(b + 2 * rb), load_i32(b + 3 * rb));
-    return _mm256_cvtph_ps(_mm_shuffle_epi8(h, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15)));
+    return eng_reduce4x2(h, b);
 }
 
 /* Four rows against one activation row: each row's S and M exactly as k4_dot, the reduction
@@ -197,16 +177,13 @@ static DP_ALWAYS_INLINE void k4_dot4r(int64_t k, const uint8_t *w, size_t rb, si
         __m512i S[4];
         __m256i M[4];
         const uint8_t *b = w + (size_t)i * bb;
-        fetch_span(pf, (size_t)(4 * i) * bb, (size_t)(4 * i + 4) * bb);
+        eng_fetch_span(pf, (size_t)(4 * i) * bb, (size_t)(4 * i + 4) * bb);
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const uint8_t *br = b + (size_t)r * rb;
             k4_block(br + qs_off, qh_off < 0 ? NULL : br + qh_off, br + 4, &y[i], &S[r], &M[r]);
         }
-        const __m256 sm = _mm256_cvtepi32_ps(reduce4x2(S, M));
-        const __m256 xdd = _mm256_mul_ps(_mm256_set1_ps(y[i].d), k4_dmin4(b, rb));
-        acc = _mm_fmadd_ps(_mm256_castps256_ps128(sm), _mm256_castps256_ps128(xdd), acc);
-        acc = _mm_fnmadd_ps(_mm256_extractf128_ps(sm, 1), _mm256_extractf128_ps(xdd, 1), acc);
+        acc = eng_k4_fold4(acc, reduce4x2(S, M), b, rb, y[i].d);
     }
     _mm_storeu_ps(out, acc);
 }
@@ -242,9 +219,9 @@ static DP_ALWAYS_INLINE float q6_dot(int64_t k, const eng_block_q6_k *a, const e
     float acc = 0;
     for (int64_t i = 0; i < nb; i += 2) { /* in pairs, as k4_dot */
         const bool two = i + 1 < nb;
-        fetch_span(pf, (size_t)i * sizeof *a, (size_t)(i + 1) * sizeof *a);
+        eng_fetch_span(pf, (size_t)i * sizeof *a, (size_t)(i + 1) * sizeof *a);
         const __m512i S0 = q6_block(&a[i], &y[i]);
-        if (two) fetch_span(pf, (size_t)(i + 1) * sizeof *a, (size_t)(i + 2) * sizeof *a);
+        if (two) eng_fetch_span(pf, (size_t)(i + 1) * sizeof *a, (size_t)(i + 2) * sizeof *a);
         const __m512i S1 = two ? q6_block(&a[i + 1], &y[i + 1]) : _mm512_setzero_si512();
         const __m128i r = reduce4(S0, S1, _mm256_setzero_si256(), _mm256_setzero_si256());
         acc = fmaf((float)_mm_cvtsi128_si32(r), y[i].d * f16(a[i].d), acc);
@@ -265,16 +242,11 @@ static void dot4r_q6_k(int64_t k, const void *w, size_t rb, const void *x, const
     __m128 acc = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *b = wb + (size_t)i * sizeof(eng_block_q6_k);
-        fetch_span(pf, (size_t)(4 * i) * sizeof(eng_block_q6_k), (size_t)(4 * i + 4) * sizeof(eng_block_q6_k));
+        eng_fetch_span(pf, (size_t)(4 * i) * sizeof(eng_block_q6_k), (size_t)(4 * i + 4) * sizeof(eng_block_q6_k));
         __m512i S[4];
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) S[r] = q6_block((const eng_block_q6_k *)(const void *)(b + (size_t)r * rb), &y[i]);
-        const __m128 s = _mm256_castps256_ps128(_mm256_cvtepi32_ps(reduce4x2(S, zs)));
-        const size_t od = offsetof(eng_block_q6_k, d);
-        const __m128i h = _mm_setr_epi16((short)load_u16(b + od), (short)load_u16(b + rb + od),
-                                         (short)load_u16(b + 2 * rb + od), (short)load_u16(b + 3 * rb + od), 0, 0, 0,
-                                         0);
-        acc = _mm_fmadd_ps(s, _mm_mul_ps(_mm_set1_ps(y[i].d), _mm_cvtph_ps(h)), acc);
+        acc = eng_q6_fold4(acc, _mm256_castsi256_si128(reduce4x2(S, zs)), b, rb, offsetof(eng_block_q6_k, d), y[i].d);
     }
     _mm_storeu_ps(out, acc);
 }
@@ -295,7 +267,7 @@ static DP_ALWAYS_INLINE float q8_0_dot(int64_t k, const eng_block_q8_0 *a, const
     float acc = 0;
     for (int64_t g = 0; g < nb; g += 8) {
         const int n = nb - g < 8 ? (int)(nb - g) : 8;
-        fetch_span(pf, (size_t)g * sizeof *a, (size_t)(g + n) * sizeof *a);
+        eng_fetch_span(pf, (size_t)g * sizeof *a, (size_t)(g + n) * sizeof *a);
         __m256i P[8], X[8];
         for (int i = 0; i < 8; i++) {
             if (i >= n) {
