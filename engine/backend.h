@@ -22,6 +22,7 @@
 #define ENG_BACKEND_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "device.h"
@@ -44,6 +45,19 @@ typedef struct eng_attn_args {
     int blk_stride, blk_size;
     float scale;                /* 1/sqrt(hd) */
 } eng_attn_args;
+
+/* The CPU backend's attention works on clusters of consecutive tokens, each cluster and KV head
+ * one thread's work item; per token it keeps its group's query rows (per head a block of scores,
+ * the query, the accumulator and 3 floats of running softmax). A cluster is at most 64 tokens,
+ * halved while those rows would pass 2^18 floats (1 MB, half this generation's L2), so that
+ * each cache block is read from memory and widened once for as many tokens as fit. Here so the
+ * memory estimate (model_info.c) counts what the backend takes. */
+static inline int eng_attn_cluster_max(int group, int blk_size, int hd) {
+    const size_t per_tok = (size_t)group * (3 + (size_t)blk_size + 2 * (size_t)hd);
+    int cl = 64;
+    while (cl > 1 && (size_t)cl * per_tok > ((size_t)1 << 18)) cl /= 2;
+    return cl;
+}
 
 /* Gated DeltaNet core of one layer (model-formats.md §4.9 steps 2-7) for n_tok tokens. */
 typedef struct eng_deltanet_args {

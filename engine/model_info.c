@@ -6,6 +6,7 @@
  * main-layer values agree, which is the only case the Qwen engines need. Everything that sizes
  * memory is bounded here so later code can multiply without overflow checks.
  */
+#include "backend.h"
 #include "engine.h"
 #include "gguf.h"
 
@@ -256,8 +257,8 @@ void eng_model_mem_estimate_kv(const eng_model_info *m, uint32_t n_ctx, uint32_t
         e->recurrent = e->rec_per_seq * n_seqs;
     }
     /* Compute buffers: per token of a prefill batch, the residual stream, the widest
-     * projection outputs and the FFN intermediate in f32; per thread, attention's tiles (up to
-     * 32 tokens' query heads of a KV group with one cache block of scores each, and one block of
+     * projection outputs and the FFN intermediate in f32; per thread, attention's tiles (a
+     * cluster's query heads of a KV group with one cache block of scores each, and one block of
      * K and V rows widened to floats: the cache is read block by block with an online softmax, so
      * nothing here grows with the context); and one logits row per sequence. */
     uint64_t q_width = (uint64_t)m->n_head * m->head_dim_k * 2 + 2ull * m->n_head_kv * m->head_dim_k;
@@ -265,7 +266,9 @@ void eng_model_mem_estimate_kv(const eng_model_info *m, uint32_t n_ctx, uint32_t
     uint64_t width = 3ull * m->n_embd + 2ull * m->n_ff + (q_width > rec_width ? q_width : rec_width);
     uint64_t tokens = n_ubatch > n_seqs ? n_ubatch : n_seqs;
     const uint64_t group = m->n_head_kv ? (uint64_t)m->n_head / m->n_head_kv : 0, hd = m->head_dim_k;
-    const uint64_t attn = (uint64_t)dp_cpu_count() * 4 * (32 * group * (ENG_KV_BLOCK + 2 * hd + 3) + 2 * ENG_KV_BLOCK * hd);
+    const uint64_t cl = group ? (uint64_t)eng_attn_cluster_max((int)group, ENG_KV_BLOCK, (int)hd) : 0;
+    const uint64_t attn =
+        (uint64_t)dp_cpu_count() * 4 * (cl * group * (ENG_KV_BLOCK + 2 * hd + 3) + 2 * ENG_KV_BLOCK * hd);
     e->compute = tokens * width * 4 + attn + (uint64_t)m->n_vocab * 4 * n_seqs;
     e->total = e->weights + e->kv_cache + e->recurrent + e->compute;
 }

@@ -523,14 +523,12 @@ static void attn_heads(void *arg, int ith, int nth) {
 static void cpu_attention(eng_backend *be, const eng_attn_args *a) {
     cpu_be *c = be->impl;
     attn_task at = {c, a, 1, 0};
-    /* Clusters of up to 32 tokens (each block's K and V rows read once per cluster), fewer where a
-     * thread's rows would pass 1 MB or the threads would get under two work items each (a cluster
-     * is one thread's work for a KV head). */
-    const size_t per_tok = (size_t)(a->n_head / a->n_head_kv) * attn_row_floats(a->blk_size, a->hd);
-    int cl = 32;
-    while (cl > 1 && ((size_t)cl * per_tok > ((size_t)1 << 18) ||
-                      (int64_t)((a->n_tok + cl - 1) / cl) * a->n_head_kv < 2 * (int64_t)c->n_threads))
-        cl /= 2;
+    /* Clusters as large as eng_attn_cluster_max allows (each block's K and V rows are read and
+     * widened once per cluster: 64 tokens in place of 32 made a prefill at depth 8192 4-5 %
+     * faster on a Zen 4, where the widening reads the cache from DRAM), fewer where the threads
+     * would get under two work items each (a cluster is one thread's work for a KV head). */
+    int cl = eng_attn_cluster_max(a->n_head / a->n_head_kv, a->blk_size, a->hd);
+    while (cl > 1 && (int64_t)((a->n_tok + cl - 1) / cl) * a->n_head_kv < 2 * (int64_t)c->n_threads) cl /= 2;
     at.cluster = cl;
     eng_pool_run(c->pool, attn_heads, &at);
 }
