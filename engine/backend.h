@@ -46,14 +46,17 @@ typedef struct eng_attn_args {
     float scale;                /* 1/sqrt(hd) */
 } eng_attn_args;
 
+/* Floats of the CPU backend's attention scratch per query row: its running sum (a double),
+ * running maximum, one cache block's scores, the query and the accumulator. */
+static inline size_t eng_attn_row_floats(int blk_size, int hd) { return 3 + (size_t)blk_size + 2 * (size_t)hd; }
+
 /* The CPU backend's attention works on clusters of consecutive tokens, each cluster and KV head
- * one thread's work item; per token it keeps its group's query rows (per head a block of scores,
- * the query, the accumulator and 3 floats of running softmax). A cluster is at most 64 tokens,
- * halved while those rows would pass 2^18 floats (1 MB, half this generation's L2), so that
+ * one thread's work item, holding its group's query rows. A cluster is at most 64 tokens, halved
+ * while those rows would pass 2^18 floats (1 MB: a Zen 4's L2, half a Sapphire Rapids'), so that
  * each cache block is read from memory and widened once for as many tokens as fit. Here so the
  * memory estimate (model_info.c) counts what the backend takes. */
 static inline int eng_attn_cluster_max(int group, int blk_size, int hd) {
-    const size_t per_tok = (size_t)group * (3 + (size_t)blk_size + 2 * (size_t)hd);
+    const size_t per_tok = (size_t)group * eng_attn_row_floats(blk_size, hd);
     int cl = 64;
     while (cl > 1 && (size_t)cl * per_tok > ((size_t)1 << 18)) cl /= 2;
     return cl;

@@ -267,8 +267,8 @@ void eng_model_mem_estimate_kv(const eng_model_info *m, uint32_t n_ctx, uint32_t
     uint64_t tokens = n_ubatch > n_seqs ? n_ubatch : n_seqs;
     const uint64_t group = m->n_head_kv ? (uint64_t)m->n_head / m->n_head_kv : 0, hd = m->head_dim_k;
     const uint64_t cl = group ? (uint64_t)eng_attn_cluster_max((int)group, ENG_KV_BLOCK, (int)hd) : 0;
-    const uint64_t attn =
-        (uint64_t)dp_cpu_count() * 4 * (cl * group * (ENG_KV_BLOCK + 2 * hd + 3) + 2 * ENG_KV_BLOCK * hd);
+    const uint64_t rows = cl * group * eng_attn_row_floats(ENG_KV_BLOCK, (int)hd);
+    const uint64_t attn = (uint64_t)dp_cpu_count() * 4 * (rows + 2 * ENG_KV_BLOCK * hd);
     e->compute = tokens * width * 4 + attn + (uint64_t)m->n_vocab * 4 * n_seqs;
     e->total = e->weights + e->kv_cache + e->recurrent + e->compute;
 }

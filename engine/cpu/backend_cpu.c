@@ -404,10 +404,6 @@ static const float *widen_q8_0(const uint8_t *rows, size_t stride, int n, int hd
     return out;
 }
 
-/* Floats of attention scratch per query row: its running sum (a double), running maximum, one
- * block's scores, the query and the accumulator. */
-static size_t attn_row_floats(int blk_size, int hd) { return 3 + (size_t)blk_size + 2 * (size_t)hd; }
-
 static void scale_row(float *x, int n, float c) {
     for (int e = 0; e < n; e++) x[e] *= c;
 }
@@ -434,7 +430,7 @@ static void attn_heads(void *arg, int ith, int nth) {
     /* the query rows' scratch, then one block's K and V rows widened to floats: K transposed in
      * panels (B rounded up to ENG_KT_PANEL positions), V [B][hd] */
     const size_t wk_floats = (size_t)(B + ENG_KT_PANEL - 1) / ENG_KT_PANEL * ENG_KT_PANEL * hd;
-    float *sc = thread_scratch(at->c, ith, (size_t)R * attn_row_floats(B, hd) + wk_floats + (size_t)B * hd);
+    float *sc = thread_scratch(at->c, ith, (size_t)R * eng_attn_row_floats(B, hd) + wk_floats + (size_t)B * hd);
     if (!sc) return;
     double *lsum = (double *)(void *)sc;
     float *mx = sc + 2 * (size_t)R, *st = mx + R, *qc = st + (size_t)R * B, *acc = qc + (size_t)R * hd;
@@ -524,7 +520,7 @@ static void cpu_attention(eng_backend *be, const eng_attn_args *a) {
     cpu_be *c = be->impl;
     attn_task at = {c, a, 1, 0};
     /* Clusters as large as eng_attn_cluster_max allows (each block's K and V rows are read and
-     * widened once per cluster: 64 tokens in place of 32 made a prefill at depth 8192 4-5 %
+     * widened once per cluster: 64 tokens in place of 32 made a prefill at depth 8192 about 4 %
      * faster on a Zen 4, where the widening reads the cache from DRAM), fewer where the threads
      * would get under two work items each (a cluster is one thread's work for a KV head). */
     int cl = eng_attn_cluster_max(a->n_head / a->n_head_kv, a->blk_size, a->hd);
