@@ -910,10 +910,98 @@ void eng_kv_dots_q8_0_avx2(const float *q, size_t lq, int G, const void *k, size
     kv_dots(q, lq, G, k, kst, n, hd, s, ls, ENG_TYPE_Q8_0);
 }
 
-/* acc_g[0..16) += sum_p w_g[p] v_p[d0..d0 + 16) for up to 4 heads, rows in order */
-static DP_ALWAYS_INLINE void mix_4x16(float *acc, size_t la, int gn, const float *w, size_t lw,
+/* Scores against K in panels (kernels.h; the F16 cache keeps K so where these kernels exist):
+ * the positions across the lanes, each score one chain of fmas over d = 0 .. hd - 1 in order,
+ * the AVX-512 kernels' order, so no lane sums are reduced and a query value is broadcast once
+ * for 16 positions. Row-major dots over 4 heads load 6 vectors per 8 fmas and reduce each score
+ * across lanes; here 6 query rows against 16 positions load 8 per 12 and reduce nothing. */
+
+/* One dimension's 8 positions of a panel, from element i: halves converted, or floats. */
+static DP_ALWAYS_INLINE __m256 kt8(bool half, const void *kt, size_t i) {
+    return half ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)kt + i)))
+                : _mm256_loadu_ps((const float *)kt + i);
+}
+
+/* Scores of RT query rows (rows lq floats apart) against np <= 8 PV positions of a panel from
+ * kt on ([hd][ENG_KT_PANEL]); lanes from position np on are not stored (their K values may be
+ * anything). pf, when not NULL, is the next panel: fetched into L2 a dimension at a time, so a
+ * decode step's cache reads overlap its fmas. */
+static DP_ALWAYS_INLINE void ptile(bool half, const float *q, size_t lq, int RT, const void *kt, int PV, int np,
+                                   int hd, float *s, size_t ls, const void *pf) {
+    const int W = ENG_KT_PANEL, esz = half ? 2 : 4;
+    __m256 acc[6][2];
+    for (int r = 0; r < RT; r++)
+        for (int v = 0; v < PV; v++) acc[r][v] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d++) {
+        if (pf) eng_prefetch_l2((const char *)pf + (size_t)d * W * esz, (size_t)W * esz);
+        __m256 kv[2];
+        for (int v = 0; v < PV; v++) kv[v] = kt8(half, kt, (size_t)d * W + 8 * (size_t)v);
+        for (int r = 0; r < RT; r++) {
+            const __m256 qb = _mm256_broadcast_ss(q + (size_t)r * lq + d);
+            for (int v = 0; v < PV; v++) acc[r][v] = _mm256_fmadd_ps(qb, kv[v], acc[r][v]);
+        }
+    }
+    const int tail = np - 8 * (PV - 1);
+    const __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32(tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int r = 0; r < RT; r++)
+        for (int v = 0; v < PV; v++) {
+            float *o = s + (size_t)r * ls + 8 * v;
+            if (v < PV - 1 || tail == 8) _mm256_storeu_ps(o, acc[r][v]);
+            else _mm256_maskstore_ps(o, last, acc[r][v]);
+        }
+}
+
+/* G rows in tiles of 6 (specialized per count, so the 12 accumulators stay in registers)
+ * against np <= 16 positions from kt on. */
+static DP_ALWAYS_INLINE void ptile_rows(bool half, const float *q, size_t lq, int G, const void *kt, int np, int hd,
+                                        float *s, size_t ls, const void *pf) {
+    const int PV = np > 8 ? 2 : 1;
+    for (int r0 = 0; r0 < G; r0 += 6) {
+        const float *qr = q + (size_t)r0 * lq;
+        float *sr = s + (size_t)r0 * ls;
+        const void *p = r0 ? NULL : pf;
+#define PT(RT) PV == 2 ? ptile(half, qr, lq, RT, kt, 2, np, hd, sr, ls, p) : ptile(half, qr, lq, RT, kt, 1, np, hd, sr, ls, p)
+        switch (G - r0 < 6 ? G - r0 : 6) {
+        case 1: PT(1); break;
+        case 2: PT(2); break;
+        case 3: PT(3); break;
+        case 4: PT(4); break;
+        case 5: PT(5); break;
+        default: PT(6); break;
+        }
+#undef PT
+    }
+}
+
+/* Scores against n positions of K panels kst bytes apart, 16 positions of a panel at a time
+ * (4 KB of halves for a 128-wide head, in L1 while every row tile passes over them). */
+static DP_ALWAYS_INLINE void kv_dots_panels(bool half, const float *q, size_t lq, int G, const void *k, size_t kst,
+                                            int n, int hd, float *s, size_t ls) {
+    const int W = ENG_KT_PANEL;
+    for (int p0 = 0; p0 < n; p0 += W) {
+        const char *kp = (const char *)k + (size_t)(p0 / W) * kst;
+        const void *pf = half && p0 + W < n ? kp + kst : NULL;
+        for (int c = 0; c < W && p0 + c < n; c += 16) {
+            const int np = n - p0 - c < 16 ? n - p0 - c : 16;
+            ptile_rows(half, q, lq, G, kp + (size_t)c * (half ? 2 : 4), np, hd, s + p0 + c, ls, c ? NULL : pf);
+        }
+    }
+}
+
+void eng_kv_dots_f16p_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
+                           size_t ls) {
+    kv_dots_panels(true, q, lq, G, k, kst, n, hd, s, ls);
+}
+
+void eng_kv_dots_f16w_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
+                           size_t ls) {
+    kv_dots_panels(false, q, lq, G, k, kst, n, hd, s, ls);
+}
+
+/* acc_g[0..16) += sum_p w_g[p] v_p[d0..d0 + 16) for up to 6 heads, rows in order */
+static DP_ALWAYS_INLINE void mix_x16(float *acc, size_t la, int gn, const float *w, size_t lw,
                                                            const uint8_t *v, size_t vst, int d0, int n, int kind) {
-    __m256 a[4][2];
+    __m256 a[6][2];
     for (int g = 0; g < gn; g++) {
         a[g][0] = _mm256_loadu_ps(acc + (size_t)g * la);
         a[g][1] = _mm256_loadu_ps(acc + (size_t)g * la + 8);
@@ -944,20 +1032,25 @@ static DP_ALWAYS_INLINE void kv_mix(float *acc, size_t la, int G, const float *w
         return;
     }
     const size_t rb = eng_row_size(kind, hd);
+    /* rows as floats (widened) are loaded as they are, and six heads' 12 accumulators then fit
+     * beside them; rows that are converted as they are loaded keep to four */
+    const int GM = kind == ENG_TYPE_F32 ? 6 : 4;
     for (int p0 = 0; p0 < n; p0 += KV_CHUNK) {
         const int np = n - p0 < KV_CHUNK ? n - p0 : KV_CHUNK;
         eng_prefetch_kv(vb, vst, p0, KV_CHUNK, n, rb);
-        for (int g0 = 0; g0 < G; g0 += 4) {
-            const int gn = G - g0 < 4 ? G - g0 : 4;
+        for (int g0 = 0; g0 < G; g0 += GM) {
+            const int gn = G - g0 < GM ? G - g0 : GM;
             for (int d0 = 0; d0 < hd; d0 += 16) {
                 float *ag = acc + (size_t)g0 * la + d0;
                 const float *wg = w + (size_t)g0 * lw + p0;
                 const uint8_t *vd = vb + (size_t)p0 * vst;
                 switch (gn) {
-                case 1: mix_4x16(ag, la, 1, wg, lw, vd, vst, d0, np, kind); break;
-                case 2: mix_4x16(ag, la, 2, wg, lw, vd, vst, d0, np, kind); break;
-                case 3: mix_4x16(ag, la, 3, wg, lw, vd, vst, d0, np, kind); break;
-                default: mix_4x16(ag, la, 4, wg, lw, vd, vst, d0, np, kind); break;
+                case 1: mix_x16(ag, la, 1, wg, lw, vd, vst, d0, np, kind); break;
+                case 2: mix_x16(ag, la, 2, wg, lw, vd, vst, d0, np, kind); break;
+                case 3: mix_x16(ag, la, 3, wg, lw, vd, vst, d0, np, kind); break;
+                case 4: mix_x16(ag, la, 4, wg, lw, vd, vst, d0, np, kind); break;
+                case 5: mix_x16(ag, la, 5, wg, lw, vd, vst, d0, np, kind); break;
+                default: mix_x16(ag, la, 6, wg, lw, vd, vst, d0, np, kind); break;
                 }
             }
         }

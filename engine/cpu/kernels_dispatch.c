@@ -349,6 +349,7 @@ int eng_kv_q8_0_rows_group(void) {
 eng_kv_dots_fn eng_kv_dots_panels(bool exact) {
 #ifdef DP_HAVE_X86
     if (!exact && !g_force_scalar && have_avx512()) return eng_kv_dots_f16p_avx512;
+    if (!exact && !g_force_scalar && have_avx2()) return eng_kv_dots_f16p_avx2;
 #endif
     (void)exact;
     return NULL;
@@ -357,6 +358,7 @@ eng_kv_dots_fn eng_kv_dots_panels(bool exact) {
 eng_kv_dots_fn eng_kv_dots_widened(bool exact) {
 #ifdef DP_HAVE_X86
     if (!exact && !g_force_scalar && have_avx512()) return eng_kv_dots_f16w_avx512;
+    if (!exact && !g_force_scalar && have_avx2()) return eng_kv_dots_f16w_avx2;
 #endif
     (void)exact;
     return NULL;
@@ -365,6 +367,7 @@ eng_kv_dots_fn eng_kv_dots_widened(bool exact) {
 eng_kv_mix_fn eng_kv_mix_widened(bool exact) {
 #ifdef DP_HAVE_X86
     if (!exact && !g_force_scalar && have_avx512()) return eng_kv_mix_f16w_avx512;
+    if (!exact && !g_force_scalar && have_avx2()) return eng_kv_mix_f32_avx2;
 #endif
     (void)exact;
     return NULL;
