@@ -338,7 +338,8 @@ static DP_ALWAYS_INLINE void gemm_k(int kind, int64_t k, const void *w, size_t r
                 _mm256_storeu_ps(yt + 8, _mm256_load_ps(f + 8));
             }
         else
-            for (int t = 0; t < n_tok; t++) memcpy(y + (size_t)t * ldy + r, facc + (size_t)t * ROWS, (size_t)nr * sizeof(float));
+            for (int t = 0; t < n_tok; t++)
+                memcpy(y + (size_t)t * ldy + r, facc + (size_t)t * ROWS, (size_t)nr * sizeof(float));
     }
 }
 

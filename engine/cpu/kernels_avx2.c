@@ -587,7 +587,8 @@ float eng_softmax_tile_avx2(float *s, int n, float scale, float *m, double *l) {
     }
     if (nf < n) {
         const __m256i k = tail8(n - nf);
-        const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(s + nf, k), mv)), _mm256_castsi256_ps(k));
+        const __m256 e =
+            _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(s + nf, k), mv)), _mm256_castsi256_ps(k));
         _mm256_maskstore_ps(s + nf, k, e);
         a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
         a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
@@ -608,7 +609,8 @@ static inline __m256 silu8(__m256 x) {
 /* As in the softmax: whole vectors plain, the last partial one masked. */
 void eng_swiglu_avx2(const float *g, const float *u, float *out, int64_t n) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
     if (i < n) {
         const __m256i m = tail8(n - i);
         _mm256_maskstore_ps(out + i, m, _mm256_mul_ps(silu8(_mm256_maskload_ps(g + i, m)), _mm256_maskload_ps(u + i, m)));
@@ -617,7 +619,8 @@ void eng_swiglu_avx2(const float *g, const float *u, float *out, int64_t n) {
 
 void eng_silu_avx2(const float *x, float *out, int64_t n) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, silu8(_mm256_loadu_ps(x + i)));
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, silu8(_mm256_loadu_ps(x + i)));
     if (i < n) {
         const __m256i m = tail8(n - i);
         _mm256_maskstore_ps(out + i, m, silu8(_mm256_maskload_ps(x + i, m)));
@@ -631,10 +634,12 @@ static inline __m256 sigmoid8(__m256 g) {
 
 void eng_mul_sigmoid_avx2(float *x, const float *g, int64_t n) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), sigmoid8(_mm256_loadu_ps(g + i))));
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), sigmoid8(_mm256_loadu_ps(g + i))));
     if (i < n) {
         const __m256i m = tail8(n - i);
-        _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), sigmoid8(_mm256_maskload_ps(g + i, m))));
+        _mm256_maskstore_ps(x + i, m,
+                            _mm256_mul_ps(_mm256_maskload_ps(x + i, m), sigmoid8(_mm256_maskload_ps(g + i, m))));
     }
 }
 
@@ -926,19 +931,22 @@ static DP_ALWAYS_INLINE __m256 kt8(bool half, const void *kt, size_t i) {
  * kt on ([hd][ENG_KT_PANEL]); lanes from position np on are not stored (their K values may be
  * anything). pf, when not NULL, is the next panel: fetched into L2 a dimension at a time, so a
  * decode step's cache reads overlap its fmas. */
-static DP_ALWAYS_INLINE void ptile(bool half, const float *q, size_t lq, int RT, const void *kt, int PV, int np,
-                                   int hd, float *s, size_t ls, const void *pf) {
+static DP_ALWAYS_INLINE void ptile(bool half, const float *q, size_t lq, int RT, const void *kt, int PV, int np, int hd,
+                                   float *s, size_t ls, const void *pf) {
     const int W = ENG_KT_PANEL, esz = half ? 2 : 4;
     __m256 acc[6][2];
     for (int r = 0; r < RT; r++)
-        for (int v = 0; v < PV; v++) acc[r][v] = _mm256_setzero_ps();
+        for (int v = 0; v < PV; v++)
+            acc[r][v] = _mm256_setzero_ps();
     for (int d = 0; d < hd; d++) {
         if (pf) eng_prefetch_l2((const char *)pf + (size_t)d * W * esz, (size_t)W * esz);
         __m256 kv[2];
-        for (int v = 0; v < PV; v++) kv[v] = kt8(half, kt, (size_t)d * W + 8 * (size_t)v);
+        for (int v = 0; v < PV; v++)
+            kv[v] = kt8(half, kt, (size_t)d * W + 8 * (size_t)v);
         for (int r = 0; r < RT; r++) {
             const __m256 qb = _mm256_broadcast_ss(q + (size_t)r * lq + d);
-            for (int v = 0; v < PV; v++) acc[r][v] = _mm256_fmadd_ps(qb, kv[v], acc[r][v]);
+            for (int v = 0; v < PV; v++)
+                acc[r][v] = _mm256_fmadd_ps(qb, kv[v], acc[r][v]);
         }
     }
     const int tail = np - 8 * (PV - 1);
@@ -946,8 +954,10 @@ static DP_ALWAYS_INLINE void ptile(bool half, const float *q, size_t lq, int RT,
     for (int r = 0; r < RT; r++)
         for (int v = 0; v < PV; v++) {
             float *o = s + (size_t)r * ls + 8 * v;
-            if (v < PV - 1 || tail == 8) _mm256_storeu_ps(o, acc[r][v]);
-            else _mm256_maskstore_ps(o, last, acc[r][v]);
+            if (v < PV - 1 || tail == 8)
+                _mm256_storeu_ps(o, acc[r][v]);
+            else
+                _mm256_maskstore_ps(o, last, acc[r][v]);
         }
 }
 
@@ -960,7 +970,8 @@ static DP_ALWAYS_INLINE void ptile_rows(bool half, const float *q, size_t lq, in
         const float *qr = q + (size_t)r0 * lq;
         float *sr = s + (size_t)r0 * ls;
         const void *p = r0 ? NULL : pf;
-#define PT(RT) PV == 2 ? ptile(half, qr, lq, RT, kt, 2, np, hd, sr, ls, p) : ptile(half, qr, lq, RT, kt, 1, np, hd, sr, ls, p)
+#define PT(RT)                                                                                                         \
+    PV == 2 ? ptile(half, qr, lq, RT, kt, 2, np, hd, sr, ls, p) : ptile(half, qr, lq, RT, kt, 1, np, hd, sr, ls, p)
         switch (G - r0 < 6 ? G - r0 : 6) {
         case 1: PT(1); break;
         case 2: PT(2); break;
@@ -999,8 +1010,8 @@ void eng_kv_dots_f16w_avx2(const float *q, size_t lq, int G, const void *k, size
 }
 
 /* acc_g[0..16) += sum_p w_g[p] v_p[d0..d0 + 16) for up to 6 heads, rows in order */
-static DP_ALWAYS_INLINE void mix_x16(float *acc, size_t la, int gn, const float *w, size_t lw,
-                                                           const uint8_t *v, size_t vst, int d0, int n, int kind) {
+static DP_ALWAYS_INLINE void mix_x16(float *acc, size_t la, int gn, const float *w, size_t lw, const uint8_t *v,
+                                     size_t vst, int d0, int n, int kind) {
     __m256 a[6][2];
     for (int g = 0; g < gn; g++) {
         a[g][0] = _mm256_loadu_ps(acc + (size_t)g * la);
