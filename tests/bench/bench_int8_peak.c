@@ -13,6 +13,11 @@
  *     product built on it can pass; the loop's share of it is what the 16-bit adds and the
  *     broadcasts cost.
  *
+ *   - Floats: vfmadd231ps alone (12 independent chains; 512-bit where the CPU has AVX-512, else
+ *     256-bit). Attention over an F16 or F32 cache (scores and the weighted sum of V rows) runs in
+ *     floats, so this is its ceiling: a prompt of P tokens at depth D costs about
+ *     layers x heads x head_dim x 2 x (D + P/2) multiply-adds per token.
+ *
  *   - AMX (where the engine would use it, eng_cpu_amx): the tile unit alone, the
  *     two things a 16-token AMX GEMM step asks of it: one tile multiply (16 x 16 x 64 int8,
  *     16,384 multiply-adds) into 4 independent accumulators, and one 1 KB tile load from L1,
@@ -89,6 +94,33 @@ __attribute__((target("avx2"))) static double avx2_macs_per_s(void) {
     (void)sink;
     return (double)n * 16 * 8 * 32 / t;
 }
+
+/* vfmadd231ps back to back on 12 independent registers, W floats wide. */
+#define FMA_PEAK(NAME, TARGET, VT, SET1, FMA, W)                                                                       \
+    __attribute__((target(TARGET))) static double NAME(void) {                                                         \
+        VT a0 = SET1(1), a1 = SET1(2), a2 = SET1(3), a3 = SET1(4), a4 = SET1(5), a5 = SET1(6);                         \
+        VT a6 = SET1(7), a7 = SET1(8), a8 = SET1(9), a9 = SET1(10), a10 = SET1(11), a11 = SET1(12);                    \
+        VT x = SET1(1.0000001f), y = SET1(0.9999999f);                                                                 \
+        const long n = 20000000;                                                                                       \
+        const double t0 = now();                                                                                       \
+        for (long i = 0; i < n; i++) {                                                                                 \
+            __asm__("" : "+x"(x));                                                                                     \
+            a0 = FMA(x, y, a0), a1 = FMA(x, y, a1), a2 = FMA(x, y, a2), a3 = FMA(x, y, a3);                            \
+            a4 = FMA(x, y, a4), a5 = FMA(x, y, a5), a6 = FMA(x, y, a6), a7 = FMA(x, y, a7);                            \
+            a8 = FMA(x, y, a8), a9 = FMA(x, y, a9), a10 = FMA(x, y, a10), a11 = FMA(x, y, a11);                        \
+            __asm__("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));                                  \
+            __asm__("" : "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));                                \
+        }                                                                                                              \
+        const double t = now() - t0;                                                                                   \
+        volatile float sink[12];                                                                                       \
+        const VT all[12] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11};                                         \
+        for (int j = 0; j < 12; j++)                                                                                   \
+            sink[j] = ((const float *)&all[j])[0];                                                                     \
+        (void)sink;                                                                                                    \
+        return (double)n * 12 * (W) / t;                                                                               \
+    }
+FMA_PEAK(fma512_per_s, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, 16)
+FMA_PEAK(fma256_per_s, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, 8)
 
 /* vpmaddubsw back to back on 8 independent registers (named, so none of them lives on the
  * stack): 32 multiply-adds each. */
@@ -204,6 +236,10 @@ int main(int argc, char **argv) {
                100 * best / issue);
     }
     printf("ceiling for %.2f G multiply-adds per token: %.1f tok/s per thread\n", gmacs, best / (gmacs * 1e9));
+    const bool z = __builtin_cpu_supports("avx512f");
+    const double f = best_of3(z ? fma512_per_s : fma256_per_s);
+    printf("vfmadd231ps %s alone, 1 thread: %.1f G float multiply-adds/s (attention's ceiling)\n", z ? "zmm" : "ymm",
+           f / 1e9);
 #ifdef HAVE_AMX_PROBE
     if (eng_cpu_amx()) { /* the engine's own check: CPUID, XCR0, the OS's permission, DOCPIPE_NO_AMX */
         amx_rates a = amx_probe();
