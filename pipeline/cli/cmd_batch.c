@@ -457,8 +457,10 @@ static dp_status read_stdin(char **data, size_t *len, dp_err *err) {
 
 /* --resume: what an earlier run of the batch wrote to path. A torn last line (the run died in a
  * write) is cut off; every whole line must be a record. Results are remembered by custom_id,
- * errors by their input line ("#N"), so neither is computed or written again. */
-static int load_done(const char *path, json_t *done, long *n_done) {
+ * errors by their input line ("#N"), so neither is computed or written again; each result's
+ * system_fingerprint (the model and docpipe version that wrote it) goes into fps with the first
+ * place it appears, "path:line". */
+static int load_done(const char *path, json_t *done, json_t *fps, long *n_done) {
     if (!dp_path_exists(path)) return 0;
     char *data = NULL;
     size_t len = 0;
@@ -488,6 +490,13 @@ static int load_done(const char *path, json_t *done, long *n_done) {
         } else {
             json_object_set_new(done, cid, json_true());
             (*n_done)++;
+            const char *fp = json_string_value(
+                json_object_get(json_object_get(json_object_get(o, "response"), "body"), "system_fingerprint"));
+            if (fp && !json_object_get(fps, fp)) {
+                char at[4200];
+                snprintf(at, sizeof(at), "%s:%d", path, lineno);
+                json_object_set_new(fps, fp, json_string(at));
+            }
         }
         json_decref(o);
         p = (size_t)(nl - data) + 1;
@@ -561,6 +570,7 @@ int pl_cmd_batch(int argc, char **argv) {
         }
     }
     json_t *done = json_object(); /* --resume: custom_ids with a result, "#LINE" of errors */
+    json_t *fps = json_object();  /* --resume: the results' system_fingerprints, where first seen */
     long n_done = 0;
     if (resume) {
         int r1 = 0;
@@ -568,10 +578,11 @@ int pl_cmd_batch(int argc, char **argv) {
             fprintf(stderr, "docpipe batch: --resume needs the output file (-o FILE), not standard output\n");
             r1 = PL_EXIT_USAGE;
         }
-        if (!r1) r1 = load_done(outp, done, &n_done);
-        if (!r1 && strcmp(errp, outp) && strcmp(errp, "-")) r1 = load_done(errp, done, &n_done);
+        if (!r1) r1 = load_done(outp, done, fps, &n_done);
+        if (!r1 && strcmp(errp, outp) && strcmp(errp, "-")) r1 = load_done(errp, done, fps, &n_done);
         if (r1) {
             json_decref(done);
+            json_decref(fps);
             free(data);
             return r1;
         }
@@ -584,8 +595,40 @@ int pl_cmd_batch(int argc, char **argv) {
         fprintf(stderr, "docpipe batch: %s\n", dp_err_msg(&err));
         free(data);
         json_decref(done);
+        json_decref(fps);
         return PL_EXIT_CONFIG;
     }
+    const char *mname = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
+    char fingerprint[20];
+    {
+        /* the fingerprint from what identifies the model without hashing gigabytes: its name,
+         * size and type */
+        dp_stat_info si = {0};
+        dp_stat(model, true, &si, NULL);
+        char ident[512];
+        snprintf(ident, sizeof(ident), "%s %llu %u", mname, (unsigned long long)si.size,
+                 eng_model_get_info(m)->file_type);
+        pl_system_fingerprint(ident, fingerprint);
+    }
+    /* a resumed batch is one batch: results another model (or another docpipe) wrote are not
+     * appended to, so the file never mixes the answers of two */
+    const char *fk;
+    json_t *fat;
+    json_object_foreach(fps, fk, fat) {
+        if (strcmp(fk, fingerprint)) {
+            fprintf(stderr,
+                    "docpipe batch: --resume: %s was written with system_fingerprint %s, another model file or "
+                    "docpipe version than this run's (%s); resume with the model that began the batch, or write "
+                    "to a new file\n",
+                    json_string_value(fat), fk, fingerprint);
+            eng_model_free(m);
+            free(data);
+            json_decref(done);
+            json_decref(fps);
+            return PL_EXIT_DATAERR;
+        }
+    }
+    json_decref(fps);
     /* a batch has one endpoint: an /v1/embeddings batch runs in an embedding context (pooling
      * from the model file, else the last token's), every other on the scheduler */
     const bool embed = embeddings_batch(data, len, (int32_t)n_ctx);
@@ -617,17 +660,11 @@ int pl_cmd_batch(int argc, char **argv) {
         json_decref(done);
         return PL_EXIT_CANTCREAT;
     }
-    const char *mname = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
     batch_run br = {.out = out, .errs = errs, .model = mname, .out_path = outp, .errs_path = errp};
+    memcpy(br.fingerprint, fingerprint, sizeof(br.fingerprint));
     {
-        /* the fingerprint from what identifies the model without hashing gigabytes: its name,
-         * size and type; the id prefix from this process and moment */
-        dp_stat_info si = {0};
-        dp_stat(model, true, &si, NULL);
-        char ident[512], seed[128];
-        snprintf(ident, sizeof(ident), "%s %llu %u", mname, (unsigned long long)si.size,
-                 eng_model_get_info(m)->file_type);
-        pl_system_fingerprint(ident, br.fingerprint);
+        /* the id prefix from this process and moment */
+        char seed[128];
         snprintf(seed, sizeof(seed), "%d %llu %s", dp_getpid(), (unsigned long long)dp_time_ns(), in);
         uint8_t d[32];
         char hex[65];

@@ -419,6 +419,17 @@ static void test_batch_resume(void **state) {
     json_decref(load_results(errs, &n_err));
     assert_int_equal(n_err, 1);
     json_decref(g);
+    /* nor are the results of another model appended to: the file is left as it is */
+    const char *other = tu_tmp("resume-other.gguf");
+    assert_int_equal(tu_run(NULL, "make-test-model --arch qwen2 --out '%s'", other), 0);
+    assert_int_equal(dp_file_read_all(out, 1 << 20, &data, &len, &err), DP_OK);
+    free(data);
+    const size_t len_before = len;
+    assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --seqs 2 -c 256 -t 1 --resume", other, in, out), 65);
+    assert_non_null(strstr(tu_last_stderr(), "resume-out.jsonl:1 was written with system_fingerprint fp_"));
+    assert_int_equal(dp_file_read_all(out, 1 << 20, &data, &len, &err), DP_OK);
+    free(data);
+    assert_int_equal(len, len_before);
     /* what is not a batch output is not resumed over */
     tu_write_file(out, "hello\n", 6);
     assert_int_equal(tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --resume", model, in, out), 65);
