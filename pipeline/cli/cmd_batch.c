@@ -417,8 +417,9 @@ static dp_status embed_batch(eng_model *m, eng_context *c, batch_run *br, const 
                 fly[w++] = r;
                 continue;
             }
-            write_response(br, r, pl_embedding_response(r->b.custom_id, r->b.model ? r->b.model : br->model, r->vecs,
-                                                         r->b.n_inputs, E, r->b.base64, r->n_tokens, dp_time_wall()));
+            write_response(br, r,
+                           pl_embedding_response(r->b.custom_id, r->b.model ? r->b.model : br->model, br->fingerprint,
+                                                 r->vecs, r->b.n_inputs, E, r->b.base64, r->n_tokens, dp_time_wall()));
         }
         n_fly = w;
     }

@@ -63,8 +63,8 @@ void pl_base64(const uint8_t *p, size_t n, char *out) {
     out[o] = 0;
 }
 
-json_t *pl_embedding_response(const char *custom_id, const char *model, const float *vecs, size_t n, size_t dim,
-                              bool base64, int32_t n_tokens, int64_t created) {
+json_t *pl_embedding_response(const char *custom_id, const char *model, const char *fingerprint, const float *vecs,
+                              size_t n, size_t dim, bool base64, int32_t n_tokens, int64_t created) {
     char req_id[40];
     request_id(custom_id, created, req_id);
     json_t *data = json_array();
@@ -92,7 +92,8 @@ json_t *pl_embedding_response(const char *custom_id, const char *model, const fl
     free(b64);
     free(le);
     json_t *usage = json_pack("{s:i, s:i}", "prompt_tokens", n_tokens, "total_tokens", n_tokens);
-    json_t *body = json_pack("{s:s, s:o, s:s, s:o}", "object", "list", "data", data, "model", model, "usage", usage);
+    json_t *body = json_pack("{s:s, s:o, s:s, s:o, s:s}", "object", "list", "data", data, "model", model, "usage",
+                             usage, "system_fingerprint", fingerprint);
     return json_pack("{s:i, s:s, s:o}", "status_code", 200, "request_id", req_id, "body", body);
 }
 

@@ -38,11 +38,13 @@ pl_reasoning_split pl_split_reasoning(const char *t, size_t n);
 json_t *pl_completion_response(const pl_completion *c);
 
 /* An /v1/embeddings request's "response": {status_code, request_id, body: {object: "list",
- * data: [{object: "embedding", index, embedding}], model, usage}}. vecs holds n vectors of dim
- * floats; base64 writes each as the base64 of its little-endian float32 bytes (OpenAI's
- * encoding_format "base64"), else as a number array. */
-json_t *pl_embedding_response(const char *custom_id, const char *model, const float *vecs, size_t n, size_t dim,
-                              bool base64, int32_t n_tokens, int64_t created);
+ * data: [{object: "embedding", index, embedding}], model, usage, system_fingerprint}}. vecs holds
+ * n vectors of dim floats; base64 writes each as the base64 of its little-endian float32 bytes
+ * (OpenAI's encoding_format "base64"), else as a number array. OpenAI's embeddings carry no
+ * system_fingerprint; ours do, as the completions', because vectors of two models must never be
+ * mixed unnoticed (a resumed batch checks it). */
+json_t *pl_embedding_response(const char *custom_id, const char *model, const char *fingerprint, const float *vecs,
+                              size_t n, size_t dim, bool base64, int32_t n_tokens, int64_t created);
 
 /* Standard base64 (RFC 4648, padded) of n bytes into out, which holds 4 * ((n + 2) / 3) + 1. */
 void pl_base64(const uint8_t *p, size_t n, char *out);

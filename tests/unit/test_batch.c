@@ -517,6 +517,7 @@ static void test_batch_embeddings(void **state) {
             json_t *resp = json_object_get(o, "response"), *body = json_object_get(resp, "body");
             assert_int_equal(json_integer_value(json_object_get(resp, "status_code")), 200);
             assert_string_equal(json_string_value(json_object_get(body, "object")), "list");
+            assert_non_null(strstr(json_string_value(json_object_get(body, "system_fingerprint")), "fp_"));
             assert_string_equal(json_string_value(json_object_get(body, "model")), !strcmp(cid, "many") ? "m" : "emb.gguf");
             json_t *usage = json_object_get(body, "usage"), *d = json_object_get(body, "data");
             assert_true(json_integer_value(json_object_get(usage, "prompt_tokens")) > 0);
@@ -563,6 +564,17 @@ static void test_batch_embeddings(void **state) {
     for (size_t j = 0; j < dim; j++) assert_true(fabs(json_real_value(json_array_get(v0, j)) - ref[j]) < 1e-6);
     json_decref(arr);
     free(printed);
+    /* vectors of another model are not appended to these: resuming with one is refused */
+    char other[512];
+    snprintf(other, sizeof(other), "%s", tu_tmp("emb-other.gguf"));
+    assert_int_equal(tu_run(NULL, "make-test-model --arch qwen2 --out '%s'", other), 0);
+    assert_int_equal(
+        tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --errors '%s' -c 256 -t 2 --resume", other, in, out, errs), 65);
+    assert_non_null(strstr(tu_last_stderr(), "emb-out.jsonl:1 was written with system_fingerprint"));
+    /* with its own model the resume finds everything done */
+    assert_int_equal(
+        tu_run(NULL, "batch -m '%s' -i '%s' -o '%s' --errors '%s' -c 256 -t 2 --resume", model, in, out, errs), 3);
+    assert_non_null(strstr(tu_last_stderr(), "5 requests already written were skipped"));
 }
 
 /* Constrained requests (response_format json_schema / json_object) beside free ones: every
