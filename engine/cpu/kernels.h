@@ -215,5 +215,8 @@ void eng_f32_to_f16_row(const float *x, uint16_t *y, int64_t n);
 
 /* f32 dot product (8 independent partial sums, then summed: deterministic). */
 float eng_dot_f32(const float *a, const float *b, int64_t n);
+/* Four rows (lda floats apart) against b: out[r] = eng_dot_f32(a + r * lda, b, n), the same
+ * bits, with b read once for the four. */
+void eng_dot_f32_x4(const float *a, size_t lda, const float *b, int64_t n, float out[4]);
 
 #endif /* ENG_CPU_KERNELS_H */

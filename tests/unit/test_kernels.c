@@ -870,6 +870,28 @@ static void delta_chunk_check(void) {
     }
 }
 
+/* The exact matmul's four-row dot: each row's result is eng_dot_f32's bits, at every length
+ * (whole groups of 8 and tails) and row stride. */
+static void test_exact_four_row_dot_matches_row_dot_bit_for_bit(void **state) {
+    (void)state;
+    static const int64_t lens[] = {1, 7, 8, 9, 31, 64, 100, 1541};
+    static float a[4 * 1548], b[1548];
+    uint64_t s = 7;
+    for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+        const int64_t n = lens[k];
+        const size_t lda = (size_t)n + 3;
+        for (size_t i = 0; i < 4 * lda; i++) a[i] = tu_randn(&s) * (float)(1 + (i % 5) * 1000);
+        for (int64_t i = 0; i < n; i++) b[i] = tu_randn(&s);
+        float out[4];
+        eng_dot_f32_x4(a, lda, b, n, out);
+        for (int r = 0; r < 4; r++) {
+            const float one = eng_dot_f32(a + (size_t)r * lda, b, n);
+            if (memcmp(&one, &out[r], 4))
+                fail_msg("n %lld row %d: %.9g, row by row %.9g", (long long)n, r, (double)out[r], (double)one);
+        }
+    }
+}
+
 static void test_delta_chunk_matches_reference(void **state) {
     (void)state;
     with_avx2_too(delta_chunk_check);
@@ -894,6 +916,7 @@ int main(void) {
         cmocka_unit_test(test_q8_0_to_f32_row_matches_dequantize_bits),
         cmocka_unit_test(test_delta_step_matches_reference),
         cmocka_unit_test(test_delta_chunk_matches_reference),
+        cmocka_unit_test(test_exact_four_row_dot_matches_row_dot_bit_for_bit),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }
