@@ -1055,13 +1055,19 @@ static DP_ALWAYS_INLINE void kv_mix(float *acc, size_t la, int G, const float *w
                 float *ag = acc + (size_t)g0 * la + d0;
                 const float *wg = w + (size_t)g0 * lw + p0;
                 const uint8_t *vd = vb + (size_t)p0 * vst;
-                switch (gn) {
-                case 1: mix_x16(ag, la, 1, wg, lw, vd, vst, d0, np, kind); break;
-                case 2: mix_x16(ag, la, 2, wg, lw, vd, vst, d0, np, kind); break;
-                case 3: mix_x16(ag, la, 3, wg, lw, vd, vst, d0, np, kind); break;
-                case 4: mix_x16(ag, la, 4, wg, lw, vd, vst, d0, np, kind); break;
-                case 5: mix_x16(ag, la, 5, wg, lw, vd, vst, d0, np, kind); break;
-                default: mix_x16(ag, la, 6, wg, lw, vd, vst, d0, np, kind); break;
+                /* (GM is a constant of each kind's instance: the 5- and 6-head forms exist for floats only) */
+                if (GM > 4 && gn > 4) {
+                    if (gn == 5)
+                        mix_x16(ag, la, 5, wg, lw, vd, vst, d0, np, kind);
+                    else
+                        mix_x16(ag, la, 6, wg, lw, vd, vst, d0, np, kind);
+                } else {
+                    switch (gn) {
+                    case 1: mix_x16(ag, la, 1, wg, lw, vd, vst, d0, np, kind); break;
+                    case 2: mix_x16(ag, la, 2, wg, lw, vd, vst, d0, np, kind); break;
+                    case 3: mix_x16(ag, la, 3, wg, lw, vd, vst, d0, np, kind); break;
+                    default: mix_x16(ag, la, 4, wg, lw, vd, vst, d0, np, kind); break;
+                    }
                 }
             }
         }
