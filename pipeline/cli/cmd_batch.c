@@ -599,14 +599,19 @@ int pl_cmd_batch(int argc, char **argv) {
         json_decref(fps);
         return PL_EXIT_CONFIG;
     }
-    const char *mname = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
+    /* the file's name, however its path was spelled ("C:\\m\\x.gguf" on Windows too): it is in
+     * the fingerprint, which a resume compares */
+    char mpath[4096];
+    snprintf(mpath, sizeof(mpath), "%s", model);
+    dp_path_to_slashes(mpath);
+    const char *mname = strrchr(mpath, '/') ? strrchr(mpath, '/') + 1 : mpath;
     char fingerprint[20];
     {
         /* the fingerprint from what identifies the model without hashing gigabytes: its name,
          * size and type */
         dp_stat_info si = {0};
         dp_stat(model, true, &si, NULL);
-        char ident[512];
+        char ident[4200];
         snprintf(ident, sizeof(ident), "%s %llu %u", mname, (unsigned long long)si.size,
                  eng_model_get_info(m)->file_type);
         pl_system_fingerprint(ident, fingerprint);
