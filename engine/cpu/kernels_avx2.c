@@ -527,6 +527,48 @@ void eng_quantize_q8_k_avx2(const float *x, void *y, int64_t n) {
     }
 }
 
+/* Q8_0 (Q8_1 when sums) exactly as eng_act_quantize_ref for finite x: amax over the block, q =
+ * round half to even (x * 127 / amax), d and Q8_1's s = d * sum(q) rounded to F16. max_ps takes
+ * its first operand only when neither is NaN, so a NaN is skipped as fmaxf skips it. */
+void eng_quantize_q8_0_avx2(const float *x, void *y, int64_t n, bool sums) {
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    uint8_t *out = y;
+    const size_t bs = sums ? sizeof(eng_block_q8_1) : sizeof(eng_block_q8_0);
+    for (int64_t i = 0; i < n / 32; i++, x += 32, out += bs) {
+        __m256 v[4], amax = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(x + 8 * j);
+            amax = _mm256_max_ps(_mm256_and_ps(v[j], sign), amax);
+        }
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        const float am = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+        const float d = am / 127.0f;
+        const __m256 id = _mm256_set1_ps(am != 0.0f ? 127.0f / am : 0.0f);
+        __m256i q[4];
+        for (int j = 0; j < 4; j++)
+            q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], id));
+        /* packs interleave 128-bit halves: dwords 0-3 of q0, q1, q2, q3, then 4-7 of each */
+        const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        const __m256i qs = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        const eng_f16 dh = (eng_f16)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        if (sums) {
+            eng_block_q8_1 *b = (eng_block_q8_1 *)(void *)out;
+            const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+            const int sum = _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1)));
+            b->d = dh;
+            b->s = (eng_f16)_cvtss_sh((float)sum * d, _MM_FROUND_TO_NEAREST_INT);
+            _mm256_storeu_si256((__m256i *)(void *)b->qs, qs);
+        } else {
+            eng_block_q8_0 *b = (eng_block_q8_0 *)(void *)out;
+            b->d = dh;
+            _mm256_storeu_si256((__m256i *)(void *)b->qs, qs);
+        }
+    }
+}
+
 /* ---- exp-based elementwise ops ------------------------------------------------------------ */
 
 /* e^x as kernels_avx512.c's exp512 computes it (Cephes' expf: x = n ln2 + r, degree-6

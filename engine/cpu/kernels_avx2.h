@@ -14,6 +14,7 @@ eng_vec_dot4r_fn eng_vec_dot4r_avx2(int wt);
 eng_gemm_fn eng_gemm_avx2(int wt);
 size_t eng_gemm_ws_avx2(int64_t k, int n_tok);
 void eng_quantize_q8_k_avx2(const float *x, void *y, int64_t n);
+void eng_quantize_q8_0_avx2(const float *x, void *y, int64_t n, bool sums);
 
 /* attention rows against the KV cache */
 float eng_kv_dot_f16_avx2(const float *q, const void *k, int n);

@@ -184,6 +184,10 @@ void eng_act_quantize(int act_type, const float *x, void *y, int64_t k) {
         eng_quantize_q8_k_avx2(x, y, k);
         return;
     }
+    if ((act_type == ENG_TYPE_Q8_0 || act_type == ENG_TYPE_Q8_1) && !g_force_scalar && have_avx2()) {
+        eng_quantize_q8_0_avx2(x, y, k, act_type == ENG_TYPE_Q8_1);
+        return;
+    }
 #endif
     eng_act_quantize_ref(act_type, x, y, k);
 }

@@ -344,6 +344,43 @@ static void test_q8_k_activation_quantizer_matches_reference(void **state) {
     with_avx2_too(q8_k_quantizer_check);
 }
 
+/* Q8_0 and Q8_1 (the activations of Q4_0/Q5_0/Q8_0 and Q4_1/Q5_1 weights): the dispatched
+ * quantizer writes the scalar path's bytes, d and Q8_1's s included. Tiny blocks put d among the
+ * F16 subnormals; a zero block has d = 0 and all q 0. */
+static void q8_0_quantizer_check(void) {
+    enum { K = 1024, NB = K / 32 };
+    float x[K];
+    eng_block_q8_0 fast0[NB], ref0[NB];
+    eng_block_q8_1 fast1[NB], ref1[NB];
+    uint64_t s = 11;
+    for (int trial = 0; trial < 200; trial++) {
+        for (int i = 0; i < K; i++)
+            x[i] = tu_randn(&s) * (trial % 7 ? 3.0f : trial % 2 ? 1e-6f : 1e-3f);
+        if (trial % 5 == 1) /* exact ties: half-integers with the block maximum 127 */
+            for (int i = 0; i < K; i++)
+                x[i] = i % 32 == 5 ? 127.0f : (float)((int)(tu_randn(&s) * 60)) + 0.5f;
+        if (trial % 5 == 2) x[3] = -(x[20] = 40.0f);
+        if (trial % 11 == 3) memset(x + 64, 0, 32 * sizeof(float));
+        eng_cpu_force_scalar(true);
+        eng_act_quantize(ENG_TYPE_Q8_0, x, ref0, K);
+        eng_act_quantize(ENG_TYPE_Q8_1, x, ref1, K);
+        eng_cpu_force_scalar(false);
+        memset(fast0, 0x5a, sizeof(fast0));
+        memset(fast1, 0x5a, sizeof(fast1));
+        eng_act_quantize(ENG_TYPE_Q8_0, x, fast0, K);
+        eng_act_quantize(ENG_TYPE_Q8_1, x, fast1, K);
+        if (memcmp(fast0, ref0, sizeof(fast0)) != 0)
+            fail_msg("trial %d: Q8_0 activation bytes differ from the scalar path", trial);
+        if (memcmp(fast1, ref1, sizeof(fast1)) != 0)
+            fail_msg("trial %d: Q8_1 activation bytes differ from the scalar path", trial);
+    }
+}
+
+static void test_q8_0_activation_quantizer_matches_reference(void **state) {
+    (void)state;
+    with_avx2_too(q8_0_quantizer_check);
+}
+
 /* RoPE as model-formats.md §4.3 states it, in double: NORMAL pairs (2i, 2i+1) with Llama 3.1 frequency
  * divisors, and NEOX pairs (i, i + n_rot/2) without, leaving dims past n_rot alone. */
 static void test_rope_pairs_and_frequency_divisors(void **state) {
@@ -906,6 +943,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_matches_single_row_kernel_bit_for_bit),
         cmocka_unit_test(test_gemm_long_k_in_passes_bit_for_bit),
         cmocka_unit_test(test_q8_k_activation_quantizer_matches_reference),
+        cmocka_unit_test(test_q8_0_activation_quantizer_matches_reference),
         cmocka_unit_test(test_rope_pairs_and_frequency_divisors),
         cmocka_unit_test(test_matmul_n_matches_matmul_per_weight),
         cmocka_unit_test(test_q8_0_activation_rounds_half_to_even),
