@@ -57,13 +57,19 @@ void eng_act_quantize_ref(int act_type, const float *x, void *y, int64_t k) {
     eng_quantize_row(act_type, x, y, k); /* Q8_K, F16, BF16, F32: the reference rules */
 }
 
+/* How the 8-lane float dots here fold their lanes; eng_dot_f32_x4's bits depend on its being
+ * eng_dot_f32's. */
+static inline float sum8(const float s[8]) {
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
 float eng_dot_f32(const float *a, const float *b, int64_t n) {
     float s[8] = {0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
         for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
     for (; i < n; i++) s[i & 7] += a[i] * b[i];
-    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    return sum8(s);
 }
 
 /* The four rows' 32 partial sums are independent chains, where one row's 8 wait on each other's
@@ -78,7 +84,7 @@ void eng_dot_f32_x4(const float *a, size_t lda, const float *b, int64_t n, float
     for (; i < n; i++)
         for (int r = 0; r < 4; r++) s[r][i & 7] += a[(size_t)r * lda + (size_t)i] * b[i];
     for (int r = 0; r < 4; r++)
-        out[r] = ((s[r][0] + s[r][4]) + (s[r][1] + s[r][5])) + ((s[r][2] + s[r][6]) + (s[r][3] + s[r][7]));
+        out[r] = sum8(s[r]);
 }
 
 static float dot_f32(int64_t k, const void *w, const void *x) { return eng_dot_f32(w, x, k); }
@@ -87,14 +93,14 @@ static float dot_f16(int64_t k, const void *w, const void *x) {
     const eng_f16 *a = w, *b = x;
     float s[8] = {0};
     for (int64_t i = 0; i < k; i++) s[i & 7] += F16(a[i]) * F16(b[i]);
-    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    return sum8(s);
 }
 
 static float dot_bf16(int64_t k, const void *w, const void *x) {
     const eng_bf16 *a = w, *b = x;
     float s[8] = {0};
     for (int64_t i = 0; i < k; i++) s[i & 7] += eng_bf16_to_f32(a[i]) * eng_bf16_to_f32(b[i]);
-    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    return sum8(s);
 }
 
 static float dot_q8_0(int64_t k, const void *w, const void *x) {
@@ -307,7 +313,7 @@ float eng_kv_dot_f16_ref(const float *q, const void *k, int n) {
     const eng_f16 *h = k;
     float s[8] = {0};
     for (int i = 0; i < n; i++) s[i & 7] += q[i] * F16(h[i]);
-    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    return sum8(s);
 }
 
 void eng_kv_axpy_f32_ref(float *acc, float w, const void *v, int n) {

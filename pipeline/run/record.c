@@ -125,15 +125,12 @@ char *pl_record_line(const pl_run *r, const pl_unit *u, const pl_result *res) {
         json_object_set_new(o, "response", json_null());
         json_object_set_new(o, "error", error_obj(res->err_code, res->err_msg));
     } else if (r->job.task == JOB_TASK_EMBED) {
-        char fp[20];
-        pl_system_fingerprint(r->fp.model, fp);
         json_object_set_new(o, "response",
-                            pl_embedding_response(cid, r->model_name, fp, res->vec, 1, (size_t)res->dim, false,
-                                                  res->n_prompt, dp_time_wall()));
+                            pl_embedding_response(cid, r->model_name, r->sys_fingerprint, res->vec, 1, (size_t)res->dim,
+                                                  false, res->n_prompt, dp_time_wall()));
         json_object_set_new(o, "error", json_null());
     } else {
-        char fp[20];
-        pl_system_fingerprint(r->fp.model, fp);
+        const char *fp = r->sys_fingerprint;
         pl_completion c = {cid, r->model_name, fp, true, res->text, res->len, res->finish, res->n_prompt,
                            res->n_gen, dp_time_wall(), r->job.generation.thinking};
         json_t *resp = pl_completion_response(&c);

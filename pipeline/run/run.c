@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "completion.h"
 #include "exit_codes.h"
 #include "job_grammar.h"
 #include "layout.h"
@@ -17,7 +18,6 @@
 #include "progress.h"
 #include "rng.h"
 #include "run_internal.h"
-#include "job_grammar.h"
 #include "say.h"
 #include "sha256.h"
 
@@ -462,6 +462,7 @@ static int open_state(pl_run *r, bool restart_requested) {
                 j->model.path, r->fp.model);
         return PL_EXIT_CONFIG;
     }
+    pl_system_fingerprint(r->fp.model, r->sys_fingerprint);
     templates_fingerprint(j, r->fp.templates);
     settings_fingerprint(j, r->gbnf, r->fp.settings);
     const char *res_rel = pl_job_rel(r, r->results_path), *err_rel = pl_job_rel(r, r->errors_path);

@@ -116,6 +116,7 @@ typedef struct pl_run {
     int32_t n_ctx, n_ctx_train, n_ubatch;
     eng_context *ctx;
     char model_name[256];
+    char sys_fingerprint[20]; /* body.system_fingerprint, from fp.model (pl_system_fingerprint) */
     pl_prompt_spec map_spec, reduce_spec;
     char *gbnf;                 /* the job's grammar (response_format / grammar_file), or NULL */
     eng_grammar *grammar;       /* it, compiled for the model's vocabulary */
