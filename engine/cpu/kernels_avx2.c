@@ -28,6 +28,12 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
+static inline int hsum8_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1)));
+}
+
 /* sum of u8 * i8 products as 8 x i32 (unsigned a, signed b) */
 static inline __m256i mul_u8_i8(__m256i a, __m256i b) {
     const __m256i p16 = _mm256_maddubs_epi16(a, b);
@@ -518,10 +524,7 @@ void eng_quantize_q8_k_avx2(const float *x, void *y, int64_t n) {
             const __m256i v1 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 16 * g + 8))), top);
             const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(v0, v1), 0xD8); /* 16 values in order */
             _mm_storeu_si128((__m128i *)(b[i].qs + 16 * g), _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1)));
-            const __m256i s8 = _mm256_add_epi32(v0, v1);
-            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-            b[i].bsums[g] = (int16_t)_mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1)));
+            b[i].bsums[g] = (int16_t)hsum8_epi32(_mm256_add_epi32(v0, v1));
         }
         b[i].d = 1.0f / iscale;
     }
@@ -554,10 +557,7 @@ void eng_quantize_q8_0_avx2(const float *x, void *y, int64_t n, bool sums) {
         const eng_f16 dh = (eng_f16)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
         if (sums) {
             eng_block_q8_1 *b = (eng_block_q8_1 *)(void *)out;
-            const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-            const int sum = _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1)));
+            const int sum = hsum8_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
             b->d = dh;
             b->s = (eng_f16)_cvtss_sh((float)sum * d, _MM_FROUND_TO_NEAREST_INT);
             _mm256_storeu_si256((__m256i *)(void *)b->qs, qs);
