@@ -408,6 +408,20 @@ static const float *widen(const uint8_t *rows, size_t stride, int n, int hd, flo
     return out;
 }
 
+/* The same into slabs of ENG_KV_SLAB dimensions (kernels.h), slab stride rows x ENG_KV_SLAB floats;
+ * hd at most 512 (the row goes through a stack copy: one conversion call per row, not per slab). */
+static const float *widen_slabs(const uint8_t *rows, size_t stride, int n, int hd, int slab_rows, float *out) {
+    float tmp[512];
+    for (int p = 0; p < n; p++) {
+        if (p + 8 < n) eng_prefetch_l2(rows + (size_t)(p + 8) * stride, (size_t)hd * 2);
+        eng_f16_to_f32_row((const uint16_t *)(const void *)(rows + (size_t)p * stride), tmp, hd);
+        for (int d0 = 0; d0 < hd; d0 += ENG_KV_SLAB)
+            memcpy(out + ((size_t)(d0 / ENG_KV_SLAB) * slab_rows + p) * ENG_KV_SLAB, tmp + d0,
+                   ENG_KV_SLAB * sizeof(float));
+    }
+    return out;
+}
+
 /* The same for Q8_0 rows: each head slice is hd / 32 blocks, dequantized to floats [n][hd]. */
 static const float *widen_q8_0(const uint8_t *rows, size_t stride, int n, int hd, float *out) {
     for (int p = 0; p < n; p++) {
@@ -460,7 +474,9 @@ static void attn_heads(void *arg, int ith, int nth) {
      * as widening; G 4: 1.17x) */
     const bool q8r = q8dots && q8mix && G <= eng_kv_q8_0_rows_group();
     const eng_kv_dots_fn kdots_w = kt ? at->c->kt_dots_w : q8 ? eng_kv_dots_q8_0(ex) : NULL;
-    const eng_kv_mix_fn vmix_w = kt ? eng_kv_mix_widened(ex) : q8 ? eng_kv_mix_q8_0(ex) : NULL;
+    /* an F16 block's V widened into slabs where there is a kernel for them */
+    const eng_kv_mix_fn vmix_s = kt && hd % ENG_KV_SLAB == 0 && hd <= 512 ? eng_kv_mix_slabs(ex) : NULL;
+    const eng_kv_mix_fn vmix_w = vmix_s ? vmix_s : kt ? eng_kv_mix_widened(ex) : q8 ? eng_kv_mix_q8_0(ex) : NULL;
     const eng_kv_dots_fn kdots = q8 ? (q8r ? q8dots : kdots_w) : kt ? at->c->kt_dots : eng_kv_dots_best(a->kv_type, ex);
     const eng_kv_mix_fn vmix = q8 ? (q8r ? q8mix : vmix_w) : eng_kv_mix_best(a->kv_type, ex);
     const int min_run = q8 && !q8r ? 1 : 2; /* tokens that share a block before it is widened */
@@ -506,8 +522,13 @@ static void attn_heads(void *arg, int ith, int nth) {
                         kr = wk;
                         kst = (size_t)ENG_KT_PANEL * hd * sizeof(float);
                     }
-                    vr = q8 ? widen_q8_0(vb, row, nw, hd, wv) : widen(vb, vst, nw, hd, wv);
-                    vst = (size_t)hd * 4;
+                    if (vmix_s) {
+                        vr = widen_slabs(vb, vst, nw, hd, B, wv);
+                        vst = (size_t)B * ENG_KV_SLAB * sizeof(float);
+                    } else {
+                        vr = q8 ? widen_q8_0(vb, row, nw, hd, wv) : widen(vb, vst, nw, hd, wv);
+                        vst = (size_t)hd * 4;
+                    }
                 }
                 for (int u = j, u1; u < j1; u = u1) { /* tokens reading the same rows */
                     const int n = rows_in(a, t0 + u, ib);

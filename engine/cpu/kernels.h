@@ -172,6 +172,15 @@ eng_kv_mix_fn eng_kv_mix_best(int kv_type, bool exact);
 eng_kv_dots_fn eng_kv_dots_panels(bool exact);
 eng_kv_dots_fn eng_kv_dots_widened(bool exact);
 eng_kv_mix_fn eng_kv_mix_widened(bool exact);
+/* V widened into slabs of ENG_KV_SLAB dimensions for eng_kv_mix_slabs: row p's dimensions
+ * d0 .. d0 + 15 at v + (d0 / ENG_KV_SLAB) * vst bytes + p * 64 bytes, so a slab's n rows are
+ * contiguous and the kernel runs each head group over all of them with its accumulators in
+ * registers (rows hd floats apart put a 16-dimension column of a 256-row block on a few of L1's
+ * sets, which is why the row kernels work in chunks of 32 rows and reload the accumulators
+ * per chunk). The same bits as eng_kv_mix_best over the halves; hd a multiple of ENG_KV_SLAB.
+ * NULL where there is no such kernel (AVX-512 keeps the widened rows). */
+#define ENG_KV_SLAB 16
+eng_kv_mix_fn eng_kv_mix_slabs(bool exact);
 /* The kernels for a Q8_0 cache's rows once widened to floats: grouped kernels over float rows
  * (AVX-512 or AVX2), apart from the F32 cache's own (eval keeps its bits). eng_kv_dots_q8_0_rows
  * and eng_kv_mix_q8_0_rows read the Q8_0 rows as stored (k and v at the head's first block, kst

@@ -1116,6 +1116,28 @@ static DP_ALWAYS_INLINE void kv_mix(float *acc, size_t la, int G, const float *w
     }
 }
 
+/* V widened into slabs (kernels.h): per slab and group of up to 6 heads, all n rows with the
+ * 12 accumulators in registers. Each element's fmas come in row order, as kv_mix's. */
+void eng_kv_mix_slabs_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n,
+                           int hd) {
+    for (int d0 = 0; d0 < hd; d0 += ENG_KV_SLAB) {
+        const uint8_t *vs = (const uint8_t *)v + (size_t)(d0 / ENG_KV_SLAB) * vst;
+        for (int g0 = 0; g0 < G; g0 += 6) {
+            float *ag = acc + (size_t)g0 * la + d0;
+            const float *wg = w + (size_t)g0 * lw;
+            const size_t rs = ENG_KV_SLAB * sizeof(float);
+            switch (G - g0 < 6 ? G - g0 : 6) {
+            case 1: mix_x16(ag, la, 1, wg, lw, vs, rs, 0, n, ENG_TYPE_F32); break;
+            case 2: mix_x16(ag, la, 2, wg, lw, vs, rs, 0, n, ENG_TYPE_F32); break;
+            case 3: mix_x16(ag, la, 3, wg, lw, vs, rs, 0, n, ENG_TYPE_F32); break;
+            case 4: mix_x16(ag, la, 4, wg, lw, vs, rs, 0, n, ENG_TYPE_F32); break;
+            case 5: mix_x16(ag, la, 5, wg, lw, vs, rs, 0, n, ENG_TYPE_F32); break;
+            default: mix_x16(ag, la, 6, wg, lw, vs, rs, 0, n, ENG_TYPE_F32); break;
+            }
+        }
+    }
+}
+
 void eng_kv_mix_f16_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n, int hd) {
     kv_mix(acc, la, G, w, lw, v, vst, n, hd, ENG_TYPE_F16);
 }

@@ -31,6 +31,8 @@ void eng_kv_dots_f32_avx2(const float *q, size_t lq, int G, const void *k, size_
                           size_t ls);
 void eng_kv_mix_f32_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n,
                          int hd);
+void eng_kv_mix_slabs_avx2(float *acc, size_t la, int G, const float *w, size_t lw, const void *v, size_t vst, int n,
+                           int hd);
 void eng_kv_dots_f16p_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,
                            size_t ls);
 void eng_kv_dots_f16w_avx2(const float *q, size_t lq, int G, const void *k, size_t kst, int n, int hd, float *s,

@@ -377,6 +377,15 @@ eng_kv_mix_fn eng_kv_mix_widened(bool exact) {
     return NULL;
 }
 
+eng_kv_mix_fn eng_kv_mix_slabs(bool exact) {
+#ifdef DP_HAVE_X86
+    if (!exact && !g_force_scalar && have_avx512()) return NULL;
+    if (!exact && !g_force_scalar && have_avx2()) return eng_kv_mix_slabs_avx2;
+#endif
+    (void)exact;
+    return NULL;
+}
+
 eng_kv_axpy_fn eng_kv_axpy_best(int kv_type, bool exact) {
 #ifdef DP_HAVE_X86
     if (!exact && !g_force_scalar && have_avx2()) return kv_type == ENG_TYPE_F16 ? eng_kv_axpy_f16_avx2 : eng_kv_axpy_f32_avx2;

@@ -677,6 +677,25 @@ static void grouped_attention_check(void) {
                     fail_msg("hd %d G %d: the widened panels score differently from the halves", hd, G);
                 if (memcmp(aw, a, (size_t)G * hd * sizeof(float)))
                     fail_msg("hd %d G %d: the widened V rows mix differently from the halves", hd, G);
+                /* V in slabs of 16 dimensions (NMAX + 3 rows to a slab, so the slab stride is not the
+                 * rows'), the positions in one call and in two: the same bits as the halves */
+                const eng_kv_mix_fn smix = eng_kv_mix_slabs(false);
+                if (smix && hd % ENG_KV_SLAB == 0) {
+                    enum { SR = NMAX + 3 };
+                    static float vs[HMAX / ENG_KV_SLAB * SR * ENG_KV_SLAB];
+                    for (int p = 0; p < NMAX; p++)
+                        for (int d = 0; d < hd; d++)
+                            vs[((size_t)(d / ENG_KV_SLAB) * SR + p) * ENG_KV_SLAB + d % ENG_KV_SLAB] = kw[p * hd + d];
+                    const size_t sst = (size_t)SR * ENG_KV_SLAB * sizeof(float);
+                    float as[GMAX * HMAX] = {0}, as2[GMAX * HMAX] = {0};
+                    smix(as, (size_t)hd, G, w, NMAX, vs, sst, NMAX, hd);
+                    if (memcmp(as, a, (size_t)G * hd * sizeof(float)))
+                        fail_msg("hd %d G %d: V in slabs mixes differently from the halves", hd, G);
+                    smix(as2, (size_t)hd, G, w, NMAX, vs, sst, 29, hd);
+                    smix(as2, (size_t)hd, G, w + 29, NMAX, vs + 29 * ENG_KV_SLAB, sst, NMAX - 29, hd);
+                    if (memcmp(as2, a, (size_t)G * hd * sizeof(float)))
+                        fail_msg("hd %d G %d: V in slabs, rows in two calls, mixes differently", hd, G);
+                }
                 /* each head alone, the positions in two calls split at a panel: the same bits */
                 for (int g = 0; g < G; g++) {
                     pdots(q + g * hd, (size_t)hd, 1, kh1, pst, W, hd, s1, NMAX);
