@@ -28,6 +28,14 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
+/* The largest of 8 lanes; where a comparison meets a NaN it keeps its second operand, as
+ * max_ps does. */
+static inline float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
 static inline int hsum8_epi32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
@@ -501,9 +509,7 @@ void eng_quantize_q8_k_avx2(const float *x, void *y, int64_t n) {
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
         __m256 amax = _mm256_setzero_ps();
         for (int j = 0; j < 256; j += 8) amax = _mm256_max_ps(amax, _mm256_and_ps(_mm256_loadu_ps(x + j), sign));
-        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        const float am = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+        const float am = hmax8(amax);
         if (am == 0.0f) {
             memset(&b[i], 0, sizeof(b[i]));
             continue;
@@ -543,9 +549,7 @@ void eng_quantize_q8_0_avx2(const float *x, void *y, int64_t n, bool sums) {
             v[j] = _mm256_loadu_ps(x + 8 * j);
             amax = _mm256_max_ps(_mm256_and_ps(v[j], sign), amax);
         }
-        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        const float am = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+        const float am = hmax8(amax);
         const float d = am / 127.0f;
         const __m256 id = _mm256_set1_ps(am != 0.0f ? 127.0f / am : 0.0f);
         __m256i q[4];
@@ -616,9 +620,7 @@ float eng_softmax_tile_avx2(float *s, int n, float scale, float *m, double *l) {
         _mm256_maskstore_ps(s + nf, k, v);
         mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, v, _mm256_castsi256_ps(k)));
     }
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    const float mo = *m, tm = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h))), M = tm > mo ? tm : mo;
+    const float mo = *m, tm = hmax8(mx), M = tm > mo ? tm : mo;
     const __m256 mv = _mm256_set1_ps(M);
     __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
     for (int p = 0; p < nf; p += 8) {
