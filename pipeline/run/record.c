@@ -130,9 +130,17 @@ char *pl_record_line(const pl_run *r, const pl_unit *u, const pl_result *res) {
                                                   false, res->n_prompt, dp_time_wall()));
         json_object_set_new(o, "error", json_null());
     } else {
-        const char *fp = r->sys_fingerprint;
-        pl_completion c = {cid, r->model_name, fp, true, res->text, res->len, res->finish, res->n_prompt,
-                           res->n_gen, dp_time_wall(), r->job.generation.thinking};
+        const pl_completion c = {.custom_id = cid,
+                                 .model = r->model_name,
+                                 .fingerprint = r->sys_fingerprint,
+                                 .chat = true,
+                                 .text = res->text,
+                                 .len = res->len,
+                                 .finish = res->finish,
+                                 .n_prompt = res->n_prompt,
+                                 .n_gen = res->n_gen,
+                                 .created = dp_time_wall(),
+                                 .thinking = r->job.generation.thinking};
         json_t *resp = pl_completion_response(&c);
         json_object_set_new(o, "response", resp);
         json_object_set_new(o, "error", json_null());
