@@ -296,24 +296,31 @@ static void cpu_rmsnorm(eng_backend *be, const float *x, int ldx, const float *w
 static void cpu_rope(eng_backend *be, float *x, int ld, int n_tok, int n_head, int hd, int n_rot, const int32_t *pos,
                      float base, bool neox, const float *freq_div) {
     (void)be;
+    /* the angles go through a stack table a piece at a time: a file may give n_rot up to its
+     * head size (4096), and each element gets the same operations whatever the piece */
+    enum { PIECE = 256 };
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
-    float cs[512], sn[512];
+    const int half = n_rot / 2;
+    float cs[PIECE], sn[PIECE];
     for (int t = 0; t < n_tok; t++) {
         /* theta_i = pos * theta_scale^i by repeated multiplication, as ggml builds its cache */
         float theta = (float)pos[t];
-        for (int i = 0; i < n_rot / 2; i++) {
-            const float th = freq_div ? theta / freq_div[i] : theta;
-            cs[i] = cosf(th);
-            sn[i] = sinf(th);
-            theta *= theta_scale;
-        }
-        for (int h = 0; h < n_head; h++) {
-            float *v = x + (size_t)t * ld + (size_t)h * hd;
-            for (int i = 0; i < n_rot / 2; i++) {
-                const int a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
-                const float x0 = v[a], x1 = v[b];
-                v[a] = x0 * cs[i] - x1 * sn[i];
-                v[b] = x0 * sn[i] + x1 * cs[i];
+        for (int i0 = 0; i0 < half; i0 += PIECE) {
+            const int ni = half - i0 < PIECE ? half - i0 : PIECE;
+            for (int i = 0; i < ni; i++) {
+                const float th = freq_div ? theta / freq_div[i0 + i] : theta;
+                cs[i] = cosf(th);
+                sn[i] = sinf(th);
+                theta *= theta_scale;
+            }
+            for (int h = 0; h < n_head; h++) {
+                float *v = x + (size_t)t * ld + (size_t)h * hd;
+                for (int i = 0; i < ni; i++) {
+                    const int a = neox ? i0 + i : 2 * (i0 + i), b = neox ? i0 + i + half : 2 * (i0 + i) + 1;
+                    const float x0 = v[a], x1 = v[b];
+                    v[a] = x0 * cs[i] - x1 * sn[i];
+                    v[b] = x0 * sn[i] + x1 * cs[i];
+                }
             }
         }
     }
@@ -409,9 +416,11 @@ static const float *widen(const uint8_t *rows, size_t stride, int n, int hd, flo
 }
 
 /* The same into slabs of ENG_KV_SLAB dimensions (kernels.h), slab stride rows x ENG_KV_SLAB floats;
- * hd at most 512 (the row goes through a stack copy: one conversion call per row, not per slab). */
+ * hd at most SLAB_MAX_HD (the row goes through a stack copy: one conversion call per row, not per
+ * slab); larger heads keep the widened rows. */
+enum { SLAB_MAX_HD = 512 };
 static const float *widen_slabs(const uint8_t *rows, size_t stride, int n, int hd, int slab_rows, float *out) {
-    float tmp[512];
+    float tmp[SLAB_MAX_HD];
     for (int p = 0; p < n; p++) {
         if (p + 8 < n) eng_prefetch_l2(rows + (size_t)(p + 8) * stride, (size_t)hd * 2);
         eng_f16_to_f32_row((const uint16_t *)(const void *)(rows + (size_t)p * stride), tmp, hd);
@@ -475,7 +484,7 @@ static void attn_heads(void *arg, int ith, int nth) {
     const bool q8r = q8dots && q8mix && G <= eng_kv_q8_0_rows_group();
     const eng_kv_dots_fn kdots_w = kt ? at->c->kt_dots_w : q8 ? eng_kv_dots_q8_0(ex) : NULL;
     /* an F16 block's V widened into slabs where there is a kernel for them */
-    const eng_kv_mix_fn vmix_s = kt && hd % ENG_KV_SLAB == 0 && hd <= 512 ? eng_kv_mix_slabs(ex) : NULL;
+    const eng_kv_mix_fn vmix_s = kt && hd % ENG_KV_SLAB == 0 && hd <= SLAB_MAX_HD ? eng_kv_mix_slabs(ex) : NULL;
     const eng_kv_mix_fn vmix_w = vmix_s ? vmix_s : kt ? eng_kv_mix_widened(ex) : q8 ? eng_kv_mix_q8_0(ex) : NULL;
     const eng_kv_dots_fn kdots = q8 ? (q8r ? q8dots : kdots_w) : kt ? at->c->kt_dots : eng_kv_dots_best(a->kv_type, ex);
     const eng_kv_mix_fn vmix = q8 ? (q8r ? q8mix : vmix_w) : eng_kv_mix_best(a->kv_type, ex);
