@@ -1,7 +1,8 @@
 /*
- * test_weight_types.c - every weight type the engine accepts, in every role a weight plays,
- * on every instruction-set path this CPU has: the fast path's logits against the exact path's
- * (weights dequantized row by row with eng_dequantize_row, all math in f32).
+ * test_weight_types.c - every weight type the engine accepts, in every role a weight plays, and
+ * the edge shapes a file may declare, on every instruction-set path this CPU has: the fast
+ * path's logits against the exact path's (weights dequantized row by row with
+ * eng_dequantize_row, all math in f32).
  *
  * The roles: the layers' projections, token_embd as a lookup only (untied F16 head), token_embd
  * as the tied output head, and a separate output.weight. Widths are not multiples of 256 where
@@ -112,25 +113,12 @@ static void run(const char *path, bool exact, const isa *a, float *out, int32_t 
     eng_model_free(m);
 }
 
-static void check(int type, role r) {
-    eng_test_model_params p;
-    eng_test_model_defaults(&p, ENG_ARCH_QWEN2);
-    const bool k = is_k(type);
-    /* K-quants need rows of 256; the others get widths that are not multiples of 256 */
-    p.n_embd = k ? 256 : 96;
-    p.n_head = 4;
-    p.n_head_kv = 2;
-    p.head_dim = k ? 64 : 24;
-    p.n_ff = k ? 512 : 160;
-    p.weight_type = r == ROLE_LAYERS ? type : ENG_TYPE_F16;
-    p.embd_type = r == ROLE_EMBD_LOOKUP || r == ROLE_TIED_HEAD ? type : ENG_TYPE_F16;
-    p.output_type = r == ROLE_EMBD_LOOKUP ? ENG_TYPE_F16 : r == ROLE_UNTIED_HEAD ? type : -1;
-    p.seed = 7 + (uint64_t)type;
-    char name[64];
-    snprintf(name, sizeof(name), "wt-%s-%d.gguf", eng_type_name(type), (int)r);
-    const char *path = tu_tmp(name);
+/* Writes the model of p, runs it on the exact path and on every instruction-set path this CPU
+ * has, and fails where a fast path's logits leave the exact ones by more than tol of the largest. */
+static void compare_paths(const eng_test_model_params *p, const char *file, const char *label, double tol) {
+    const char *path = tu_tmp(file);
     dp_err err = {0};
-    if (eng_test_model_write(&p, path, 2, &err)) fail_msg("make: %s", err.msg);
+    if (eng_test_model_write(p, path, 2, &err)) fail_msg("make: %s", err.msg);
     int32_t V = 0;
     const size_t rows = N_STEPS + 3;
     float *ex = malloc(rows * 4096 * sizeof(float)), *fa = malloc(rows * 4096 * sizeof(float));
@@ -147,22 +135,39 @@ static void check(int type, role r) {
         run(path, false, &k_isas[ia], fa, &V);
         double d = 0;
         for (size_t i = 0; i < rows * (size_t)V; i++) {
-            if (!isfinite(fa[i])) fail_msg("%s as %s, %s: logit %zu is %g", eng_type_name(type), k_role[r],
-                                           k_isas[ia].name, i, fa[i]);
+            if (!isfinite(fa[i])) fail_msg("%s, %s: logit %zu is %g", label, k_isas[ia].name, i, fa[i]);
             d = fmax(d, fabs((double)fa[i] - ex[i]));
         }
-        /* in the layers every projection rounds its input; in a head role only the head does */
-        const int act_from = r == ROLE_EMBD_LOOKUP ? ENG_TYPE_F16 : type;
-        const double tol = bound(act_from) * (r == ROLE_LAYERS ? 1.0 : 0.5) + bound(ENG_TYPE_F16);
         if (d / emax > tol)
-            fail_msg("%s as %s, %s path: max |fast - exact| %.3g = %.3g of the largest logit (bound %.3g)",
-                     eng_type_name(type), k_role[r], k_isas[ia].name, d, d / emax, tol);
-        print_message("  %-5s %-18s %-7s max |fast - exact| / max|logit| = %.2e\n", eng_type_name(type), k_role[r],
-                      k_isas[ia].name, d / emax);
+            fail_msg("%s, %s path: max |fast - exact| %.3g = %.3g of the largest logit (bound %.3g)", label,
+                     k_isas[ia].name, d, d / emax, tol);
+        print_message("  %-30s %-7s max |fast - exact| / max|logit| = %.2e\n", label, k_isas[ia].name, d / emax);
     }
     isa_select(&k_isas[sizeof(k_isas) / sizeof(k_isas[0]) - 1]);
     free(ex);
     free(fa);
+}
+
+static void check(int type, role r) {
+    eng_test_model_params p;
+    eng_test_model_defaults(&p, ENG_ARCH_QWEN2);
+    const bool k = is_k(type);
+    /* K-quants need rows of 256; the others get widths that are not multiples of 256 */
+    p.n_embd = k ? 256 : 96;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = k ? 64 : 24;
+    p.n_ff = k ? 512 : 160;
+    p.weight_type = r == ROLE_LAYERS ? type : ENG_TYPE_F16;
+    p.embd_type = r == ROLE_EMBD_LOOKUP || r == ROLE_TIED_HEAD ? type : ENG_TYPE_F16;
+    p.output_type = r == ROLE_EMBD_LOOKUP ? ENG_TYPE_F16 : r == ROLE_UNTIED_HEAD ? type : -1;
+    p.seed = 7 + (uint64_t)type;
+    char name[64], label[64];
+    snprintf(name, sizeof(name), "wt-%s-%d.gguf", eng_type_name(type), (int)r);
+    snprintf(label, sizeof(label), "%s as %s", eng_type_name(type), k_role[r]);
+    /* in the layers every projection rounds its input; in a head role only the head does */
+    const int act_from = r == ROLE_EMBD_LOOKUP ? ENG_TYPE_F16 : type;
+    compare_paths(&p, name, label, bound(act_from) * (r == ROLE_LAYERS ? 1.0 : 0.5) + bound(ENG_TYPE_F16));
 }
 
 #define TYPE_TEST(T)                                                                   \
@@ -185,6 +190,43 @@ TYPE_TEST(Q5_K)
 TYPE_TEST(Q6_K)
 
 /* make-test-model refuses a K-quant at a width that is not a multiple of 256, naming the tensor */
+/* The edges of the shapes a file may declare (model_info.c accepts head sizes and rotary widths
+ * up to 4096): heads of 2 and of 4096 values (a rotary width of 4096 overran RoPE's stack table
+ * once), 16 query heads on one KV head over a width of 72 (vector tails), a head over the AVX2 slab mix's limit and not
+ * a multiple of 16, a qwen35 attention head of 1024, and Gated DeltaNet states off the tiled kernel's shapes (8: not a
+ * multiple of its width; 264: over its largest). Under the sanitizers this is where an array sized for the shapes seen
+ * so far shows itself. F16 weights; the bound is the F16 layers' one above with room for heads of 8 values, whose few
+ * products average out less of the activations' rounding. */
+static void test_edge_shapes(void **state) {
+    (void)state;
+    static const struct {
+        const char *name;
+        eng_arch arch;
+        uint32_t embd, head, head_kv, hd, rot, d_state;
+    } k_shapes[] = {
+        {"qwen3 head 4096 rot 4096", ENG_ARCH_QWEN3, 64, 1, 1, 4096, 4096, 0},
+        {"qwen3 4/2 heads of 2", ENG_ARCH_QWEN3, 64, 4, 2, 2, 2, 0},
+        {"qwen3 16 heads on 1, width 72", ENG_ARCH_QWEN3, 72, 16, 1, 16, 16, 0},
+        {"qwen2 head 520 rot 256", ENG_ARCH_QWEN2, 64, 2, 1, 520, 256, 0},
+        {"qwen35 head 1024 state 264", ENG_ARCH_QWEN35, 64, 2, 1, 1024, 0, 264},
+        {"qwen35 head 8 state 8", ENG_ARCH_QWEN35, 64, 2, 1, 8, 0, 8},
+    };
+    for (size_t i = 0; i < sizeof(k_shapes) / sizeof(k_shapes[0]); i++) {
+        eng_test_model_params p;
+        eng_test_model_defaults(&p, k_shapes[i].arch);
+        p.n_embd = k_shapes[i].embd;
+        p.n_head = k_shapes[i].head;
+        p.n_head_kv = k_shapes[i].head_kv;
+        p.head_dim = k_shapes[i].hd;
+        p.n_rot = k_shapes[i].rot;
+        if (k_shapes[i].d_state) p.ssm_d_state = k_shapes[i].d_state;
+        p.seed = 40 + i;
+        char name[32];
+        snprintf(name, sizeof(name), "shape-%zu.gguf", i);
+        compare_paths(&p, name, k_shapes[i].name, 3 * bound(ENG_TYPE_F16));
+    }
+}
+
 static void test_refuses_bad_width(void **state) {
     (void)state;
     eng_test_model_params p;
@@ -270,11 +312,21 @@ static void test_step_checks_refuse_bad_logits(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_F32),  cmocka_unit_test(test_F16),  cmocka_unit_test(test_BF16),
-        cmocka_unit_test(test_Q4_0), cmocka_unit_test(test_Q4_1), cmocka_unit_test(test_Q5_0),
-        cmocka_unit_test(test_Q5_1), cmocka_unit_test(test_Q8_0), cmocka_unit_test(test_Q2_K),
-        cmocka_unit_test(test_Q3_K), cmocka_unit_test(test_Q4_K), cmocka_unit_test(test_Q5_K),
-        cmocka_unit_test(test_Q6_K), cmocka_unit_test(test_refuses_bad_width),
+        cmocka_unit_test(test_F32),
+        cmocka_unit_test(test_F16),
+        cmocka_unit_test(test_BF16),
+        cmocka_unit_test(test_Q4_0),
+        cmocka_unit_test(test_Q4_1),
+        cmocka_unit_test(test_Q5_0),
+        cmocka_unit_test(test_Q5_1),
+        cmocka_unit_test(test_Q8_0),
+        cmocka_unit_test(test_Q2_K),
+        cmocka_unit_test(test_Q3_K),
+        cmocka_unit_test(test_Q4_K),
+        cmocka_unit_test(test_Q5_K),
+        cmocka_unit_test(test_Q6_K),
+        cmocka_unit_test(test_edge_shapes),
+        cmocka_unit_test(test_refuses_bad_width),
         cmocka_unit_test(test_step_checks_refuse_bad_logits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
