@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "gguf.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -85,15 +86,22 @@ static dp_status get_u32_key(const eng_gguf *g, const char *arch, const char *su
     return DP_OK;
 }
 
+/* A float key: finite, and > 0 where positive, else >= 0. A NaN base or a negative epsilon would
+ * otherwise surface only as non-finite logits, blamed on the kernels. */
 static dp_status get_f32_key(const eng_gguf *g, const char *arch, const char *suffix, float *out, float def,
-                             dp_err *err) {
+                             bool positive, dp_err *err) {
     char key[160];
     snprintf(key, sizeof(key), "%s.%s", arch, suffix);
     if (!eng_gguf_find(g, key)) {
         *out = def;
         return DP_OK;
     }
-    return eng_gguf_get_f32(g, key, out, err);
+    dp_status st = eng_gguf_get_f32(g, key, out, err);
+    if (st) return st;
+    if (!isfinite(*out) || (positive ? !(*out > 0) : !(*out >= 0)))
+        return dp_err_set(err, DP_EFORMAT, "%s: key '%s' is %g but must be a finite number %s 0", eng_gguf_path(g), key,
+                          (double)*out, positive ? ">" : ">=");
+    return DP_OK;
 }
 
 static void copy_str(const eng_gguf *g, const char *key, char *dst, size_t cap) {
@@ -163,8 +171,8 @@ dp_status eng_model_info_load(const eng_gguf *g, eng_model_info *m, dp_err *err)
         if (m->n_rot % 2)
             return dp_err_set(err, DP_EFORMAT, "%s: rope.dimension_count %u must be even", path, m->n_rot);
     }
-    if ((st = get_f32_key(g, a, "rope.freq_base", &m->rope_base, 10000.0f, err))) return st;
-    if ((st = get_f32_key(g, a, "attention.layer_norm_rms_epsilon", &m->rms_eps, 1e-6f, err))) return st;
+    if ((st = get_f32_key(g, a, "rope.freq_base", &m->rope_base, 10000.0f, true, err))) return st;
+    if ((st = get_f32_key(g, a, "attention.layer_norm_rms_epsilon", &m->rms_eps, 1e-6f, false, err))) return st;
 
     char sk[160];
     snprintf(sk, sizeof(sk), "%s.rope.scaling.type", a);

@@ -67,10 +67,22 @@ static void test_memory_estimate_matches_spec_for_qwen35_4b(void **state) {
 
 static void test_model_info_refuses_bad_hyperparameters(void **state) {
     (void)state;
-    const struct { const char *key; uint32_t val; const char *msg; } bad[] = {
-        {"qwen3.block_count", 513, "qwen3.block_count' is 513 but must be in [0, 512]"},
-        {"qwen3.attention.head_count_kv", 3, "head_count 4 is not a multiple of head_count_kv 3"},
-        {"qwen3.attention.head_count", 0, "qwen3.attention.head_count' is 0 but must be in [1, 4096]"},
+    /* f: the key is written as a float (fv), else as a u32 (val) */
+    const struct {
+        const char *key;
+        uint32_t val;
+        bool f;
+        float fv;
+        const char *msg;
+    } bad[] = {
+        {"qwen3.block_count", 513, false, 0, "qwen3.block_count' is 513 but must be in [0, 512]"},
+        {"qwen3.attention.head_count_kv", 3, false, 0, "head_count 4 is not a multiple of head_count_kv 3"},
+        {"qwen3.attention.head_count", 0, false, 0, "qwen3.attention.head_count' is 0 but must be in [1, 4096]"},
+        {"qwen3.rope.freq_base", 0, true, 0.0f, "'qwen3.rope.freq_base' is 0 but must be a finite number > 0"},
+        {"qwen3.rope.freq_base", 0, true, NAN, "but must be a finite number > 0"}, /* (how NaN prints varies) */
+        {"qwen3.rope.freq_base", 0, true, INFINITY, "but must be a finite number > 0"},
+        {"qwen3.attention.layer_norm_rms_epsilon", 0, true, -0.5f,
+         "'qwen3.attention.layer_norm_rms_epsilon' is -0.5 but must be a finite number >= 0"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         eng_gguf_writer *w;
@@ -80,7 +92,10 @@ static void test_model_info_refuses_bad_hyperparameters(void **state) {
         eng_gguf_writer_set_u32(w, "qwen3.embedding_length", 64);
         eng_gguf_writer_set_u32(w, "qwen3.feed_forward_length", 128);
         eng_gguf_writer_set_u32(w, "qwen3.attention.head_count", 4);
-        eng_gguf_writer_set_u32(w, bad[i].key, bad[i].val);
+        if (bad[i].f)
+            eng_gguf_writer_set_f32(w, bad[i].key, bad[i].fv);
+        else
+            eng_gguf_writer_set_u32(w, bad[i].key, bad[i].val);
         dp_err err = {0};
         assert_int_equal(eng_gguf_writer_write(w, tu_tmp("bad-hp.gguf"), NULL, NULL, &err), DP_OK);
         eng_gguf_writer_free(w);
