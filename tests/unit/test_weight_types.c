@@ -202,14 +202,16 @@ static void test_edge_shapes(void **state) {
     static const struct {
         const char *name;
         eng_arch arch;
-        uint32_t embd, head, head_kv, hd, rot, d_state;
+        uint32_t embd, head, head_kv, hd, rot, d_state, interval;
     } k_shapes[] = {
-        {"qwen3 head 4096 rot 4096", ENG_ARCH_QWEN3, 64, 1, 1, 4096, 4096, 0},
-        {"qwen3 4/2 heads of 2", ENG_ARCH_QWEN3, 64, 4, 2, 2, 2, 0},
-        {"qwen3 16 heads on 1, width 72", ENG_ARCH_QWEN3, 72, 16, 1, 16, 16, 0},
-        {"qwen2 head 520 rot 256", ENG_ARCH_QWEN2, 64, 2, 1, 520, 256, 0},
-        {"qwen35 head 1024 state 264", ENG_ARCH_QWEN35, 64, 2, 1, 1024, 0, 264},
-        {"qwen35 head 8 state 8", ENG_ARCH_QWEN35, 64, 2, 1, 8, 0, 8},
+        {"qwen3 head 4096 rot 4096", ENG_ARCH_QWEN3, 64, 1, 1, 4096, 4096, 0, 0},
+        {"qwen3 4/2 heads of 2", ENG_ARCH_QWEN3, 64, 4, 2, 2, 2, 0, 0},
+        {"qwen3 16 heads on 1, width 72", ENG_ARCH_QWEN3, 72, 16, 1, 16, 16, 0, 0},
+        {"qwen2 head 520 rot 256", ENG_ARCH_QWEN2, 64, 2, 1, 520, 256, 0, 0},
+        {"qwen35 head 1024 state 264", ENG_ARCH_QWEN35, 64, 2, 1, 1024, 0, 264, 0},
+        {"qwen35 head 8 state 8", ENG_ARCH_QWEN35, 64, 2, 1, 8, 0, 8, 0},
+        {"qwen35 every layer attention", ENG_ARCH_QWEN35, 64, 2, 1, 32, 0, 0, 1},
+        {"qwen35 no attention layer", ENG_ARCH_QWEN35, 64, 2, 1, 32, 0, 0, 5},
     };
     for (size_t i = 0; i < sizeof(k_shapes) / sizeof(k_shapes[0]); i++) {
         eng_test_model_params p;
@@ -220,6 +222,7 @@ static void test_edge_shapes(void **state) {
         p.head_dim = k_shapes[i].hd;
         p.n_rot = k_shapes[i].rot;
         if (k_shapes[i].d_state) p.ssm_d_state = k_shapes[i].d_state;
+        if (k_shapes[i].interval) p.full_attn_interval = k_shapes[i].interval;
         p.seed = 40 + i;
         char name[32];
         snprintf(name, sizeof(name), "shape-%zu.gguf", i);
