@@ -1,7 +1,7 @@
 /*
  * json_schema.c - see json_schema.h.
  *
- * DESIGN: one rule per schema node, named by a counter (s12) or by its definition (def-Name),
+ * DESIGN: one rule per schema node, named by a counter (s12) or by its definition (def3-Name),
  * written into one buffer as the compiler walks the schema; shared pieces (string, number,
  * white space) are written once at the end. Objects keep the schema's property order: with
  * properties p1..pn, F(i) is "props i..n when none has been written yet" and the rest are
@@ -32,7 +32,12 @@ typedef struct sc {
     int n_rules;
     char path[512];
     json_t *defs_done; /* name -> true: definitions already written or being written */
+    json_t *def_names; /* $ref string -> its rule's name */
     int depth;
+    /* the definitions entered since the last schema that reads a character first: a $ref back to
+     * one of them is a cycle that never reads anything (left recursion) */
+    const char *bare[MAX_DEPTH + 1];
+    int n_bare;
 } sc;
 
 static dp_status fail(sc *c, const char *fmt, ...) DP_PRINTF(2, 3);
@@ -96,7 +101,8 @@ static void regex_to_gbnf(sc *c, const char *re);
 /* Walks into a sub-schema: the path grows for messages, the rule is written, the path shrinks. */
 static int sub(sc *c, json_t *s, const char *seg1, const char *seg2) {
     const size_t at = strlen(c->path);
-    snprintf(c->path + at, sizeof(c->path) - at, "/%s%s%s", seg1, seg2 ? "/" : "", seg2 ? seg2 : "");
+    if (seg1[0] || seg2) /* (a definition's path is set by its $ref) */
+        snprintf(c->path + at, sizeof(c->path) - at, "/%s%s%s", seg1, seg2 ? "/" : "", seg2 ? seg2 : "");
     const int r = new_rule(c);
     if (++c->depth > MAX_DEPTH) fail(c, "nested deeper than %d", MAX_DEPTH);
     else gen(c, s, r);
@@ -765,6 +771,9 @@ static void gen_array(sc *c, json_t *s, int rule) {
 
 /* ---- the walk ----------------------------------------------------------------------------------- */
 
+/* The definition a $ref names, and the name of its rule in name: "def<N>-" and the definition's
+ * name in letters and digits, N counting the definitions in the order first referred to (the
+ * letters alone would give "a_b" and "a-b" one rule). */
 static json_t *resolve_ref(sc *c, const char *ref, char *name, size_t cap) {
     const char *p = NULL;
     json_t *defs = NULL;
@@ -773,9 +782,16 @@ static json_t *resolve_ref(sc *c, const char *ref, char *name, size_t cap) {
     else if (!strcmp(ref, "#")) return snprintf(name, cap, "root-schema"), c->root;
     json_t *d = p ? json_object_get(defs, p) : NULL;
     if (!d || strchr(p, '/')) return NULL;
-    size_t o = (size_t)snprintf(name, cap, "def-");
-    for (; *p && o + 1 < cap; p++) name[o++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ? *p : '-');
+    const char *known = json_string_value(json_object_get(c->def_names, ref));
+    if (known) {
+        snprintf(name, cap, "%s", known);
+        return d;
+    }
+    size_t o = (size_t)snprintf(name, cap, "def%zu-", json_object_size(c->def_names));
+    for (; *p && o + 1 < cap && o < 64; p++)
+        name[o++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ? *p : '-');
     name[o] = 0;
+    json_object_set_new(c->def_names, ref, json_string(name));
     return d;
 }
 
@@ -841,6 +857,8 @@ static void gen_type(sc *c, json_t *s, const char *t, int rule) {
     else fail(c, "unknown type '%s'", t);
 }
 
+static void gen_typed(sc *c, json_t *s, int rule);
+
 static void gen(sc *c, json_t *s, int rule) {
     if (c->st) return;
     if (json_is_true(s) || (json_is_object(s) && !json_object_size(s))) {
@@ -860,13 +878,23 @@ static void gen(sc *c, json_t *s, int rule) {
             fail(c, "$ref '%s' is not #/$defs/NAME or #/definitions/NAME of this schema", json_string_value(v) ? json_string_value(v) : "?");
             return;
         }
+        for (int i = 0; i < c->n_bare; i++)
+            if (!strcmp(c->bare[i], name)) {
+                fail(c,
+                     "$ref '%s' leads back to itself without reading anything (through $ref, anyOf or oneOf "
+                     "only); recursion must pass through an array or an object",
+                     json_string_value(v));
+                return;
+            }
         emit(c, "s%d ::= %s\n", rule, name);
         if (!json_object_get(c->defs_done, name)) { /* written once; recursion refers to it by name */
             json_object_set_new(c->defs_done, name, json_true());
             char saved[sizeof(c->path)];
             memcpy(saved, c->path, sizeof(saved));
             snprintf(c->path, sizeof(c->path), "%s", json_string_value(v) + 1);
+            c->bare[c->n_bare++] = name; /* (one per level of depth at most) */
             const int r = sub(c, d, "", NULL);
+            c->n_bare--;
             memcpy(c->path, saved, sizeof(saved));
             emit(c, "%s ::= s%d\n", name, r);
         }
@@ -895,6 +923,15 @@ static void gen(sc *c, json_t *s, int rule) {
         gen_alts(c, v, json_object_get(s, "anyOf") ? "anyOf" : "oneOf", rule);
         return;
     }
+    /* what is left reads a character ({, [, a quote, a digit...) before any schema inside it */
+    const int bare = c->n_bare;
+    c->n_bare = 0;
+    gen_typed(c, s, rule);
+    c->n_bare = bare;
+}
+
+/* An allOf, a type or a list of types, or what the keywords imply. */
+static void gen_typed(sc *c, json_t *s, int rule) {
     if (json_object_get(s, "allOf")) {
         gen_all_of(c, s, rule);
         return;
@@ -964,13 +1001,14 @@ dp_status pl_schema_to_gbnf(const char *schema, size_t len, dp_buf *out, dp_err 
     json_error_t je;
     json_t *root = json_loadb(schema, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) return dp_err_set(err, DP_EFORMAT, "schema: not JSON: line %d column %d: %s", je.line, je.column, je.text);
-    sc c = {.out = out, .root = root, .err = err, .defs_done = json_object()};
+    sc c = {.out = out, .root = root, .err = err, .defs_done = json_object(), .def_names = json_object()};
     const int r = new_rule(&c);
     emit(&c, "root ::= s%d\n", r);
     gen(&c, root, r);
     if (!c.st && dp_buf_append(out, k_common, sizeof(k_common) - 1))
         c.st = dp_err_set(err, DP_ENOMEM, "schema: the grammar grew too large");
     json_decref(c.defs_done);
+    json_decref(c.def_names);
     json_decref(root);
     return c.st;
 }

@@ -248,6 +248,10 @@ static const char *const k_schemas[] = {
     "{\"type\":\"object\",\"title\":\"x\",\"description\":\"d\",\"properties\":{\"a\":{\"type\":\"integer\",\"description\":\"the a\",\"default\":3}},"
     "\"required\":[\"a\"]}",
     "{\"definitions\":{\"leaf\":{\"type\":\"string\",\"maxLength\":3}},\"type\":\"array\",\"items\":{\"$ref\":\"#/definitions/leaf\"},\"maxItems\":3}",
+    /* definitions whose names differ only in punctuation (they once shared one rule) */
+    "{\"$defs\":{\"user_id\":{\"type\":\"integer\"},\"user-id\":{\"type\":\"string\",\"maxLength\":4}},"
+    "\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/user_id\"},\"b\":{\"$ref\":\"#/$defs/user-id\"}},"
+    "\"required\":[\"a\",\"b\"]}",
 };
 
 /* Generates under the grammar with pooled random logits; returns whether it finished and the text. */
@@ -345,6 +349,12 @@ static void test_unsupported_is_refused_with_the_path(void **state) {
         {"{\"type\":\"object\",\"maxProperties\":2}", "maxProperties"},
         {"{\"type\":\"object\",\"properties\":{\"a\":1}}", "/properties/a: a schema must be"},
         {"[1,2", "not JSON"},
+        /* recursion that reads nothing first: no finite text is valid, the grammar would be left-recursive */
+        {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}",
+         "/$defs/b: $ref '#/$defs/a' leads back to itself without reading anything"},
+        {"{\"anyOf\":[{\"type\":\"null\"},{\"$ref\":\"#\"}]}", "/anyOf/1: $ref '#' leads back to itself"},
+        {"{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/x\"},\"$defs\":{\"x\":{\"oneOf\":[{\"type\":\"integer\"},"
+         "{\"$ref\":\"#/$defs/x\"}]}}}", "/$defs/x/oneOf/1: $ref '#/$defs/x' leads back"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         dp_buf gb;
