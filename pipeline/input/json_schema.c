@@ -34,10 +34,12 @@ typedef struct sc {
     json_t *defs_done; /* name -> true: definitions already written or being written */
     json_t *def_names; /* $ref string -> its rule's name */
     int depth;
-    /* the definitions entered since the last schema that reads a character first: a $ref back to
-     * one of them is a cycle that never reads anything (left recursion) */
-    const char *bare[MAX_DEPTH + 1];
-    int n_bare;
+    /* Left recursion: at_start names the definition whose text starts here (NULL once the walk
+     * is past a schema that reads a character first); a $ref met there is an edge [from, to,
+     * path, ref] in at_start_refs, and a cycle of such edges is a definition that can lead back
+     * to itself without reading anything. */
+    const char *at_start;
+    json_t *at_start_refs;
 } sc;
 
 static dp_status fail(sc *c, const char *fmt, ...) DP_PRINTF(2, 3);
@@ -287,6 +289,8 @@ static uint32_t rx_escape_char(rx *r, char e) {
     case 'r': return '\r';
     case 'f': return '\f';
     case 'v': return '\v';
+    /* before the default, where strchr would find the terminator */
+    case '\0': rx_fail(r, "a '\\' at the end of the pattern"); return 0;
     default:
         if (strchr("\\.^$|?*+()[]{}/-\"' ", e)) return (uint8_t)e;
         rx_fail(r, "an escape that is not supported (\\b, back references and such are not)");
@@ -346,6 +350,7 @@ static void rx_atom(rx *r, int depth) {
                     return;
                 }
                 lo = rx_escape_char(r, r->p[1]);
+                if (c->st) return;
                 r->p += 2;
             } else {
                 lo = rx_cp(r);
@@ -355,6 +360,7 @@ static void rx_atom(rx *r, int depth) {
                 r->p++;
                 if (*r->p == '\\') {
                     hi = rx_escape_char(r, r->p[1]);
+                    if (c->st) return;
                     r->p += 2;
                 } else {
                     hi = rx_cp(r);
@@ -878,23 +884,19 @@ static void gen(sc *c, json_t *s, int rule) {
             fail(c, "$ref '%s' is not #/$defs/NAME or #/definitions/NAME of this schema", json_string_value(v) ? json_string_value(v) : "?");
             return;
         }
-        for (int i = 0; i < c->n_bare; i++)
-            if (!strcmp(c->bare[i], name)) {
-                fail(c,
-                     "$ref '%s' leads back to itself without reading anything (through $ref, anyOf or oneOf "
-                     "only); recursion must pass through an array or an object",
-                     json_string_value(v));
-                return;
-            }
+        if (c->at_start)
+            json_array_append_new(c->at_start_refs,
+                                  json_pack("[ssss]", c->at_start, name, c->path, json_string_value(v)));
         emit(c, "s%d ::= %s\n", rule, name);
         if (!json_object_get(c->defs_done, name)) { /* written once; recursion refers to it by name */
             json_object_set_new(c->defs_done, name, json_true());
             char saved[sizeof(c->path)];
             memcpy(saved, c->path, sizeof(saved));
             snprintf(c->path, sizeof(c->path), "%s", json_string_value(v) + 1);
-            c->bare[c->n_bare++] = name; /* (one per level of depth at most) */
+            const char *outer = c->at_start;
+            c->at_start = name;
             const int r = sub(c, d, "", NULL);
-            c->n_bare--;
+            c->at_start = outer;
             memcpy(c->path, saved, sizeof(saved));
             emit(c, "%s ::= s%d\n", name, r);
         }
@@ -924,10 +926,10 @@ static void gen(sc *c, json_t *s, int rule) {
         return;
     }
     /* what is left reads a character ({, [, a quote, a digit...) before any schema inside it */
-    const int bare = c->n_bare;
-    c->n_bare = 0;
+    const char *outer = c->at_start;
+    c->at_start = NULL;
     gen_typed(c, s, rule);
-    c->n_bare = bare;
+    c->at_start = outer;
 }
 
 /* An allOf, a type or a list of types, or what the keywords imply. */
@@ -997,18 +999,95 @@ static const char k_common[] =
     "fmt-uuid ::= hex{8} \"-\" hex{4} \"-\" hex{4} \"-\" hex{4} \"-\" hex{12}\n"
     "fmt-email ::= [a-zA-Z0-9._%+-]{1,64} \"@\" [a-zA-Z0-9] [a-zA-Z0-9-]{0,62} ( \".\" [a-zA-Z0-9] [a-zA-Z0-9-]{0,62} ){1,4}\n";
 
+/* Edges e of list by one end: list[start[v] .. start[v + 1]) are those whose end[e] is v. */
+static void edges_by(const size_t *end, size_t ne, size_t n, size_t *start, size_t *list, size_t *fill) {
+    memset(start, 0, (n + 1) * sizeof(size_t));
+    memset(fill, 0, n * sizeof(size_t));
+    for (size_t e = 0; e < ne; e++)
+        start[end[e] + 1]++;
+    for (size_t v = 0; v < n; v++)
+        start[v + 1] += start[v];
+    for (size_t e = 0; e < ne; e++)
+        list[start[end[e]] + fill[end[e]]++] = e;
+}
+
+/* Refuses a cycle of at_start_refs (see sc). Kahn's algorithm removes the definitions no cycle
+ * runs through; every one left has an edge in from another one left, so walking those edges
+ * backwards as many steps as there are definitions ends on a cycle, whose next edge is named. */
+static void refuse_left_recursion(sc *c) {
+    const size_t ne = json_array_size(c->at_start_refs), nv = 2 * ne; /* nv: at most, the ends */
+    if (c->st || !ne) return;
+    json_t *idx = json_object();
+    size_t *from = malloc(ne * sizeof(size_t)), *to = malloc(ne * sizeof(size_t));
+    size_t *ostart = malloc((nv + 1) * sizeof(size_t)), *out = malloc(ne * sizeof(size_t));
+    size_t *istart = malloc((nv + 1) * sizeof(size_t)), *in = malloc(ne * sizeof(size_t));
+    size_t *indeg = malloc(nv * sizeof(size_t)), *queue = malloc(nv * sizeof(size_t));
+    if (!idx || !from || !to || !ostart || !out || !istart || !in || !indeg || !queue) {
+        c->st = dp_err_set(c->err, DP_ENOMEM, "schema: out of memory");
+        goto done;
+    }
+    size_t n = 0;
+    for (size_t e = 0; e < ne; e++)
+        for (int end = 0; end < 2; end++) {
+            const char *name = json_string_value(json_array_get(json_array_get(c->at_start_refs, e), (size_t)end));
+            json_t *k = json_object_get(idx, name);
+            if (!k) json_object_set_new(idx, name, k = json_integer((json_int_t)n++));
+            (end ? to : from)[e] = (size_t)json_integer_value(k);
+        }
+    edges_by(from, ne, n, ostart, out, indeg);
+    edges_by(to, ne, n, istart, in, indeg);
+    memset(indeg, 0, n * sizeof(size_t));
+    for (size_t e = 0; e < ne; e++)
+        indeg[to[e]]++;
+    size_t qn = 0;
+    for (size_t v = 0; v < n; v++)
+        if (!indeg[v]) queue[qn++] = v;
+    for (size_t qi = 0; qi < qn; qi++)
+        for (size_t i = ostart[queue[qi]]; i < ostart[queue[qi] + 1]; i++)
+            if (!--indeg[to[out[i]]]) queue[qn++] = to[out[i]];
+    if (qn < n) {
+        size_t v = 0, e = 0;
+        while (!indeg[v])
+            v++;
+        for (size_t step = 0; step <= n; step++) {
+            for (size_t i = istart[v]; i < istart[v + 1]; i++)
+                if (indeg[from[in[i]]]) {
+                    e = in[i];
+                    break;
+                }
+            v = from[e];
+        }
+        json_t *edge = json_array_get(c->at_start_refs, e);
+        snprintf(c->path, sizeof(c->path), "%s", json_string_value(json_array_get(edge, 2)));
+        fail(c,
+             "$ref '%s' leads back to itself without reading anything (through $ref, anyOf or oneOf only); "
+             "recursion must pass through an array or an object",
+             json_string_value(json_array_get(edge, 3)));
+    }
+done:
+    json_decref(idx);
+    free(from), free(to), free(ostart), free(out), free(istart), free(in), free(indeg), free(queue);
+}
+
 dp_status pl_schema_to_gbnf(const char *schema, size_t len, dp_buf *out, dp_err *err) {
     json_error_t je;
     json_t *root = json_loadb(schema, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) return dp_err_set(err, DP_EFORMAT, "schema: not JSON: line %d column %d: %s", je.line, je.column, je.text);
-    sc c = {.out = out, .root = root, .err = err, .defs_done = json_object(), .def_names = json_object()};
+    sc c = {.out = out,
+            .root = root,
+            .err = err,
+            .defs_done = json_object(),
+            .def_names = json_object(),
+            .at_start_refs = json_array()};
     const int r = new_rule(&c);
     emit(&c, "root ::= s%d\n", r);
     gen(&c, root, r);
+    refuse_left_recursion(&c);
     if (!c.st && dp_buf_append(out, k_common, sizeof(k_common) - 1))
         c.st = dp_err_set(err, DP_ENOMEM, "schema: the grammar grew too large");
     json_decref(c.defs_done);
     json_decref(c.def_names);
+    json_decref(c.at_start_refs);
     json_decref(root);
     return c.st;
 }

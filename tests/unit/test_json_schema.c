@@ -349,12 +349,18 @@ static void test_unsupported_is_refused_with_the_path(void **state) {
         {"{\"type\":\"object\",\"maxProperties\":2}", "maxProperties"},
         {"{\"type\":\"object\",\"properties\":{\"a\":1}}", "/properties/a: a schema must be"},
         {"[1,2", "not JSON"},
+        {"{\"type\":\"string\",\"pattern\":\"ab\\\\\"}", "a '\\' at the end of the pattern"},
+        {"{\"type\":\"string\",\"pattern\":\"[a-\\\\\"}", "a '\\' at the end of the pattern"},
         /* recursion that reads nothing first: no finite text is valid, the grammar would be left-recursive */
         {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}",
          "/$defs/b: $ref '#/$defs/a' leads back to itself without reading anything"},
         {"{\"anyOf\":[{\"type\":\"null\"},{\"$ref\":\"#\"}]}", "/anyOf/1: $ref '#' leads back to itself"},
         {"{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/x\"},\"$defs\":{\"x\":{\"oneOf\":[{\"type\":\"integer\"},"
          "{\"$ref\":\"#/$defs/x\"}]}}}", "/$defs/x/oneOf/1: $ref '#/$defs/x' leads back"},
+        /* the same through a definition first written inside an array ('#' -> a at its start, and
+         * a -> '#' at its start through oneOf) */
+        {"{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"oneOf\":[{\"type\":\"array\",\"items\":{\"$ref\":\"#\"}},"
+         "{\"$ref\":\"#\"}]}}}", "/$defs/a/oneOf/1: $ref '#' leads back"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         dp_buf gb;
