@@ -599,7 +599,7 @@ static dp_status check_left_recursion(gb *b) {
     const int32_t n = b->n_rules;
     bool *nullable = calloc((size_t)n, 1);
     uint8_t *mark = calloc((size_t)n, 1);
-    int32_t *stack = malloc((size_t)n * 2 * sizeof(int32_t));
+    int32_t *stack = malloc((size_t)n * 3 * sizeof(int32_t)); /* [rule, alternative, element] per level */
     if (!nullable || !mark || !stack) {
         free(nullable), free(mark), free(stack);
         return oom(b);
@@ -655,42 +655,46 @@ static dp_status check_left_recursion(gb *b) {
         }
     }
     free(left), free(owner), free(use_off), free(uses), free(queue);
-    /* depth-first over "may begin with" edges; mark 1 = on the path, 2 = done */
+    /* depth-first over "may begin with" edges; mark 1 = on the path, 2 = done. A level keeps
+     * where its walk over the rule's alternatives stands (a rule's edges are the references of
+     * each alternative's nullable prefix and the one after it), so that a rule with many edges
+     * (the expansion of "( x? ){100000}") is walked once, not once per edge. */
     for (int32_t root = 0; root < n && !b->st; root++) {
         if (mark[root]) continue;
         int32_t sp = 0;
-        stack[sp++] = root, stack[sp++] = 0;
+        stack[sp++] = root, stack[sp++] = 0, stack[sp++] = 0;
         mark[root] = 1;
         while (sp && !b->st) {
-            const int32_t r = stack[sp - 2];
-            int32_t *it = &stack[sp - 1];
-            /* edge number *it: walk alternatives, and within each the nullable prefix */
-            int32_t e = 0, next = -1;
-            for (int32_t k = 0; k < b->r[r].n_alts && next < 0; k++) {
-                const galt *a = &b->r[r].alts[k];
-                for (int32_t i = 0; i < a->n && a->s[i].kind == GEL_REF; i++) {
-                    if (e++ == *it) {
-                        next = a->s[i].arg;
-                        break;
-                    }
-                    if (!nullable[a->s[i].arg]) break;
+            const int32_t r = stack[sp - 3];
+            int32_t *k = &stack[sp - 2], *i = &stack[sp - 1];
+            int32_t next = -1;
+            while (next < 0 && *k < b->r[r].n_alts) {
+                const galt *a = &b->r[r].alts[*k];
+                if (*i < a->n && a->s[*i].kind == GEL_REF) {
+                    next = a->s[*i].arg;
+                    if (nullable[next])
+                        (*i)++;
+                    else
+                        (*k)++, *i = 0;
+                } else {
+                    (*k)++, *i = 0;
                 }
             }
             if (next < 0) {
                 mark[r] = 2;
-                sp -= 2;
+                sp -= 3;
                 continue;
             }
-            (*it)++;
             if (mark[next] == 1) {
                 int32_t named = next;
-                for (int32_t q = sp - 2; q >= 0 && !b->r[named].name; q -= 2) named = stack[q];
+                for (int32_t q = sp - 3; q >= 0 && !b->r[named].name; q -= 3)
+                    named = stack[q];
                 b->st = dp_err_set(b->err, DP_EFORMAT, "grammar line %d: rule '%s' is left-recursive (it can begin "
                                    "with itself without reading a character)", (int)b->r[named].line,
                                    b->r[named].name ? b->r[named].name : "?");
             } else if (!mark[next]) {
                 mark[next] = 1;
-                stack[sp++] = next, stack[sp++] = 0;
+                stack[sp++] = next, stack[sp++] = 0, stack[sp++] = 0;
             }
         }
     }

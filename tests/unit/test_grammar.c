@@ -101,6 +101,9 @@ static void test_sentences(void **state) {
         {"root ::= \"\" | \"a\" # comment\n# another\n", {"", "a"}, {"aa"}},
         {"root ::= [\\U0001F600-\\U0001F64F]{1,2}", {"\xF0\x9F\x98\x80", "\xF0\x9F\x99\x8F\xF0\x9F\x98\x80"},
          {"\xF0\x9F\x98", "\xF0\x9F\x9A\x80", "a"}},
+        /* 100,000 empty items in a row: one rule with that many "may begin with" edges, which the
+         * left-recursion check once walked from the first edge again for each (minutes) */
+        {"root ::= ( \"\" ){100000} \"z\"", {"z"}, {"", "zz"}},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         eng_grammar *g = compile(cases[i].grammar);
