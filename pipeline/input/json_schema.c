@@ -194,6 +194,7 @@ static uint32_t next_cp(const char **p) {
 typedef struct rx {
     sc *c;
     const char *p, *start;
+    bool empty; /* the part just parsed can match the empty string */
 } rx;
 
 static void rx_fail(rx *r, const char *what) {
@@ -310,6 +311,7 @@ static void rx_alt(rx *r, int depth);
 static void rx_atom(rx *r, int depth) {
     sc *c = r->c;
     const char ch = *r->p;
+    r->empty = false; /* (a group: what rx_alt finds) */
     if (ch == '(') {
         r->p++;
         if (r->p[0] == '?') {
@@ -403,26 +405,62 @@ static void rx_atom(rx *r, int depth) {
     }
 }
 
+/* The decimal number at *q, *q moved past it; held at 1000001 at most; -1 where there is none. */
+static long rx_number(const char **q) {
+    long v = -1;
+    for (; **q >= '0' && **q <= '9'; (*q)++) {
+        v = (v < 0 ? 0 : v) * 10 + (**q - '0');
+        if (v > 1000000) v = 1000001;
+    }
+    return v;
+}
+
+/* A quantifier after an atom, if any. A repetition without an upper bound of a part that can be
+ * empty is refused: the grammar would be left-recursive (its rule for the repetition could
+ * begin with itself), and it matches what the same repetition without the empty choice does. */
 static void rx_quant(rx *r) {
     sc *c = r->c;
     const char ch = *r->p;
+    const bool atom_empty = r->empty;
+    bool unbounded = ch == '*' || ch == '+';
     if (ch == '*' || ch == '+' || ch == '?') {
+        if (ch != '+') r->empty = true;
         emit(c, "%c", ch);
         r->p++;
     } else if (ch == '{') {
-        const char *e = strchr(r->p, '}');
-        if (!e || e - r->p > 24) {
-            rx_fail(r, "'{' without its '}'");
+        /* {m}, {m,} or {m,n} with the counts the grammar takes, checked here: a count the
+         * grammar refused ("{}", "{,5}", "{3,1}") would reach users as a bug of the compiler */
+        const char *q = r->p + 1;
+        const long lo = rx_number(&q);
+        long hi = lo;
+        if (*q == ',') q++, hi = rx_number(&q); /* (none: no upper bound) */
+        if (lo < 0 || *q != '}') {
+            rx_fail(r, "a '{' that is not a {m}, {m,} or {m,n} count");
             return;
         }
-        for (const char *q = r->p + 1; q < e; q++)
-            if (!((*q >= '0' && *q <= '9') || *q == ',')) {
-                rx_fail(r, "a {m,n} count that is not numbers");
-                return;
-            }
-        emit(c, "%.*s", (int)(e - r->p + 1), r->p);
-        r->p = e + 1;
+        if (lo > 100000 || hi > 100000) {
+            rx_fail(r, "a count above 100000");
+            return;
+        }
+        if (hi >= 0 && hi < lo) {
+            rx_fail(r, "a {m,n} count with n < m");
+            return;
+        }
+        if (hi == lo)
+            emit(c, "{%ld}", lo);
+        else if (hi < 0)
+            emit(c, "{%ld,}", lo);
+        else
+            emit(c, "{%ld,%ld}", lo, hi);
+        unbounded = hi < 0;
+        if (!lo) r->empty = true;
+        r->p = q + 1;
     } else {
+        return;
+    }
+    if (unbounded && atom_empty) {
+        rx_fail(r, "a repetition (*, + or {m,}) of a part that can match nothing: leave the empty choice out of "
+                   "it, as in a* for (a?)* or (a|b)* for (a|b|)*");
         return;
     }
     if (*r->p == '?') r->p++; /* lazy: the same set of strings */
@@ -431,15 +469,17 @@ static void rx_quant(rx *r) {
 
 static void rx_seq(rx *r, int depth) {
     sc *c = r->c;
-    bool any = false;
+    bool any = false, empty = true;
     while (*r->p && *r->p != '|' && *r->p != ')' && !c->st) {
         if (*r->p == '$' && !r->p[1] && depth == 0) break;
         emit(c, any ? " " : "");
         rx_atom(r, depth);
         rx_quant(r);
+        empty = empty && r->empty;
         any = true;
     }
     if (!any) emit(c, "\"\"");
+    r->empty = empty;
 }
 
 static void rx_alt(rx *r, int depth) {
@@ -448,16 +488,19 @@ static void rx_alt(rx *r, int depth) {
         return;
     }
     rx_seq(r, depth);
+    bool empty = r->empty;
     while (*r->p == '|' && !r->c->st) {
         r->p++;
         emit(r->c, " | ");
         rx_seq(r, depth);
+        empty = empty || r->empty;
     }
+    r->empty = empty;
 }
 
 /* JSON Schema patterns search: unanchored ends take any characters. */
 static void regex_to_gbnf(sc *c, const char *re) {
-    rx r = {c, re, re};
+    rx r = {c, re, re, false};
     const bool a0 = *re == '^';
     if (a0) r.p++;
     const size_t n = strlen(re);

@@ -248,6 +248,8 @@ static const char *const k_schemas[] = {
     "{\"type\":\"object\",\"title\":\"x\",\"description\":\"d\",\"properties\":{\"a\":{\"type\":\"integer\",\"description\":\"the a\",\"default\":3}},"
     "\"required\":[\"a\"]}",
     "{\"definitions\":{\"leaf\":{\"type\":\"string\",\"maxLength\":3}},\"type\":\"array\",\"items\":{\"$ref\":\"#/definitions/leaf\"},\"maxItems\":3}",
+    /* repetitions next to parts that can be empty, and a bounded one of such a part */
+    "{\"type\":\"string\",\"pattern\":\"^(a?b)*(c|d|){0,3}x*$\"}",
     /* definitions whose names differ only in punctuation (they once shared one rule) */
     "{\"$defs\":{\"user_id\":{\"type\":\"integer\"},\"user-id\":{\"type\":\"string\",\"maxLength\":4}},"
     "\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/user_id\"},\"b\":{\"$ref\":\"#/$defs/user-id\"}},"
@@ -350,6 +352,15 @@ static void test_unsupported_is_refused_with_the_path(void **state) {
         {"{\"type\":\"object\",\"properties\":{\"a\":1}}", "/properties/a: a schema must be"},
         {"[1,2", "not JSON"},
         {"{\"type\":\"string\",\"pattern\":\"ab\\\\\"}", "a '\\' at the end of the pattern"},
+        /* counts the grammar would refuse, caught here (they reached users as a compiler bug) */
+        {"{\"type\":\"string\",\"pattern\":\"^[A-Z]{}2$\"}", "a '{' that is not a {m}, {m,} or {m,n} count"},
+        {"{\"type\":\"string\",\"pattern\":\"a{,5}\"}", "a '{' that is not a {m}, {m,} or {m,n} count"},
+        {"{\"type\":\"string\",\"pattern\":\"a{3,1}\"}", "n < m"},
+        {"{\"type\":\"string\",\"pattern\":\"a{100001}\"}", "a count above 100000"},
+        /* an unbounded repetition of a part that can be empty (the grammar would be left-recursive) */
+        {"{\"type\":\"string\",\"pattern\":\"^(\\\\d{0}|x)+$\"}", "a repetition (*, + or {m,}) of a part that can match nothing"},
+        {"{\"type\":\"string\",\"pattern\":\"(a|b|)*c\"}", "a repetition (*, + or {m,}) of a part that can match nothing"},
+        {"{\"type\":\"string\",\"pattern\":\"(a?b?){2,}\"}", "a repetition (*, + or {m,}) of a part that can match nothing"},
         {"{\"type\":\"string\",\"pattern\":\"[a-\\\\\"}", "a '\\' at the end of the pattern"},
         /* recursion that reads nothing first: no finite text is valid, the grammar would be left-recursive */
         {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}",
