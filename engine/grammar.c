@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_RULES = 1 << 20, MAX_SYMS = 1 << 22, MAX_REPEAT = 100000 };
+enum { MAX_RULES = 1 << 20, MAX_SYMS = 1 << 22, MAX_REPEAT = 100000, MAX_NEST = 256 };
 
 typedef struct gsym {
     int32_t kind; /* GEL_SET or GEL_REF */
@@ -48,6 +48,7 @@ typedef struct gb {
     const char *line_start;
     dp_err *err;
     dp_status st;
+    int32_t nest; /* parentheses open where the parser is (it recurses into each) */
 } gb;
 
 static dp_status fail(gb *b, const char *fmt, const char *what) {
@@ -498,11 +499,14 @@ static dp_status parse_sequence(gb *b, int32_t rule, bool nested) {
             item = b->r[rule].alts[alt_i].n;
             if (push_sym(b, &b->r[rule].alts[alt_i], GEL_REF, r)) return b->st;
         } else if (c == '(') {
+            if (b->nest == MAX_NEST) return fail(b, "parentheses nested deeper than %s", "256");
             b->p++;
             int32_t g = new_rule(b, NULL, 0);
             if (g < 0) return b->st;
             b->r[g].defined = true;
+            b->nest++;
             if (parse_alternatives(b, g, true)) return b->st;
+            b->nest--;
             skip_space(b, true);
             if (b->p >= b->end || *b->p != ')') return fail(b, "'(' without its ')'%s", "");
             b->p++;

@@ -217,6 +217,8 @@ struct eng_matcher {
     size_t cap_key;
     uint64_t *mask;         /* [words] */
     int32_t *memo;          /* compaction */
+    int32_t *work;          /* expand's pending (element, parent) pairs; compact's chains */
+    size_t cap_work;
     bool broken;            /* a set outgrew MAX_STACKS or memory: nothing is allowed */
     /* eng_matcher_new_after: free text until `after` has been seen, the grammar from there */
     char after[32];
@@ -251,46 +253,76 @@ typedef struct outset {
     bool over;
 } outset;
 
-/* Adds to o every stack that reads a byte next, starting at element pos with parent below. */
+/* Room for need entries in work. */
+static bool work_room(eng_matcher *m, size_t need) {
+    if (need <= m->cap_work) return true;
+    size_t cap = m->cap_work * 2 > need ? m->cap_work * 2 : need < 1024 ? 1024 : need;
+    int32_t *w = realloc(m->work, cap * sizeof(int32_t));
+    if (!w) return false;
+    m->work = w, m->cap_work = cap;
+    return true;
+}
+
+/* Adds to o every stack that reads a byte next, starting at element pos with parent below. A
+ * depth-first walk with its own stack of pending (element, parent) pairs, not recursion: a
+ * chain of parts that read nothing ("( "" ){1000}" inside a {1000}) is as deep as it is long.
+ * A rule's alternatives are pushed last first, so they are taken in their order. */
 static void expand(eng_matcher *m, int32_t pos, int32_t parent, outset *o) {
     const gprog *P = &m->g->p;
-    const gel e = P->el[pos];
-    if (e.kind == GEL_SET) {
-        for (int32_t i = 0; i < o->n; i++) {
-            const int32_t s = o->v[i];
-            if (s >= 0 && m->nd[s].pos == pos && stack_eq(m, m->nd[s].parent, parent)) return;
-        }
-        if (o->n == MAX_STACKS) {
-            o->over = true;
-            return;
-        }
-        int32_t k = node_new(m, pos, parent);
-        if (k < 0) {
-            o->over = true;
-            return;
-        }
-        o->v[o->n++] = k;
-    } else if (e.kind == GEL_END) {
-        if (parent < 0) {
-            for (int32_t i = 0; i < o->n; i++)
-                if (o->v[i] == ACCEPT) return;
-            if (o->n == MAX_STACKS) {
-                o->over = true;
-                return;
+    size_t n = 0;
+    if (!work_room(m, 2)) {
+        o->over = true;
+        return;
+    }
+    m->work[n++] = pos, m->work[n++] = parent;
+    while (n && !o->over) {
+        parent = m->work[--n], pos = m->work[--n];
+        for (;;) {
+            const gel e = P->el[pos];
+            if (e.kind == GEL_SET) {
+                bool seen = false;
+                for (int32_t i = 0; i < o->n && !seen; i++) {
+                    const int32_t st = o->v[i];
+                    seen = st >= 0 && m->nd[st].pos == pos && stack_eq(m, m->nd[st].parent, parent);
+                }
+                if (seen) break;
+                const int32_t k = o->n == MAX_STACKS ? -1 : node_new(m, pos, parent);
+                if (k < 0) {
+                    o->over = true;
+                    break;
+                }
+                o->v[o->n++] = k;
+                break;
             }
-            o->v[o->n++] = ACCEPT;
-        } else {
-            const gnode p = m->nd[parent];
-            expand(m, p.pos, p.parent, o);
+            if (e.kind == GEL_END) {
+                if (parent >= 0) { /* the rule is done: on with the element after it */
+                    const gnode up = m->nd[parent];
+                    pos = up.pos, parent = up.parent;
+                    continue;
+                }
+                bool seen = false;
+                for (int32_t i = 0; i < o->n && !seen; i++)
+                    seen = o->v[i] == ACCEPT;
+                if (!seen && o->n == MAX_STACKS)
+                    o->over = true;
+                else if (!seen)
+                    o->v[o->n++] = ACCEPT;
+                break;
+            }
+            int32_t cont = parent;
+            if (P->el[pos + 1].kind != GEL_END && (cont = node_new(m, pos + 1, parent)) < 0) {
+                o->over = true;
+                break;
+            }
+            const int32_t a0 = P->rule_alt[e.arg], a1 = P->rule_alt[e.arg + 1];
+            if (!work_room(m, n + 2 * (size_t)(a1 - a0))) {
+                o->over = true;
+                break;
+            }
+            for (int32_t a = a1 - 1; a >= a0; a--)
+                m->work[n++] = P->alt_start[a], m->work[n++] = cont;
+            break;
         }
-    } else {
-        int32_t cont = parent;
-        if (P->el[pos + 1].kind != GEL_END && (cont = node_new(m, pos + 1, parent)) < 0) {
-            o->over = true;
-            return;
-        }
-        for (int32_t a = P->rule_alt[e.arg]; a < P->rule_alt[e.arg + 1] && !o->over; a++)
-            expand(m, P->alt_start[a], cont, o);
     }
 }
 
@@ -370,7 +402,7 @@ static bool wait_feed(eng_matcher *m, const uint8_t *b, size_t n) {
 
 void eng_matcher_free(eng_matcher *m) {
     if (!m) return;
-    free(m->nd), free(m->cur), free(m->buf), free(m->lv_off), free(m->key), free(m->mask), free(m->memo);
+    free(m->nd), free(m->cur), free(m->buf), free(m->lv_off), free(m->key), free(m->mask), free(m->memo), free(m->work);
     free(m);
 }
 
@@ -431,7 +463,7 @@ static void compact(eng_matcher *m) {
     if (m->n_nd < 65536) return;
     int32_t *memo = realloc(m->memo, (size_t)m->n_nd * sizeof(int32_t));
     gnode *nn = malloc((size_t)m->cap_nd * sizeof(gnode));
-    if (!memo || !nn) {
+    if (!memo || !nn || !work_room(m, (size_t)m->n_nd)) { /* (work: a chain is at most all nodes) */
         if (memo) m->memo = memo;
         free(nn);
         return;
@@ -442,13 +474,15 @@ static void compact(eng_matcher *m) {
     for (int32_t k = 0; k < m->n_cur; k++) {
         int32_t s = m->cur[k];
         if (s < 0) continue;
-        /* copy the chain bottom-up: collect it, then place parents first */
-        int32_t chain[MAX_DEPTH * 4], d = 0;
-        for (int32_t x = s; x >= 0 && memo[x] < 0 && d < MAX_DEPTH * 4; x = m->nd[x].parent) chain[d++] = x;
-        for (int32_t j = d - 1; j >= 0; j--) {
-            const gnode o = m->nd[chain[j]];
+        /* copy the chain bottom-up: collect it (as long as the text's nesting), then place
+         * parents first */
+        size_t d = 0;
+        for (int32_t x = s; x >= 0 && memo[x] < 0; x = m->nd[x].parent)
+            m->work[d++] = x;
+        for (size_t j = d; j-- > 0;) {
+            const gnode o = m->nd[m->work[j]];
             nn[n] = (gnode){o.pos, o.parent < 0 ? -1 : memo[o.parent]};
-            memo[chain[j]] = n++;
+            memo[m->work[j]] = n++;
         }
         m->cur[k] = memo[s];
     }

@@ -76,6 +76,9 @@ static void test_parse_errors_name_line_and_column(void **state) {
         {"root ::= \"a\"\n  \"b\" ::= c\n", "line 2"},
         {"root ::= [^\\x00-\\U0010FFFF]\n", "matches nothing"},
         {"root ::= \"a\"{100001}\n", "above 100000"},
+        {"root ::= (((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((("
+         "(((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((("
+         "((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((\"a\")\n", "nested deeper than 256"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         dp_err err = {0};
@@ -113,9 +116,25 @@ static void test_sentences(void **state) {
             if (takes(g, cases[i].no[k])) fail_msg("grammar %zu takes '%s'", i, cases[i].no[k]);
         eng_grammar_free(g);
     }
-    /* a character cut between two calls (as a token may end inside one) */
-    eng_grammar *g = compile("root ::= [^a-z]{2}");
+    /* a text nested 30,000 deep: the matcher's stacks are that deep, its node arena is compacted
+     * on the way (a chain once cut at 4,096 there, ending the text early), and a chain of
+     * 1,000 x 1,000 parts that read nothing is walked without recursion */
+    eng_grammar *g = compile("root ::= \"[\" root? \"]\"");
     eng_matcher *m;
+    assert_int_equal(eng_matcher_new(g, false, &m, NULL), DP_OK);
+    for (int i = 0; i < 30000; i++) assert_true(eng_matcher_accept_bytes(m, "[", 1));
+    for (int i = 0; i < 30000; i++) {
+        if (eng_matcher_can_end(m)) fail_msg("the text may end after %d of 30000 ']'", i);
+        assert_true(eng_matcher_accept_bytes(m, "]", 1));
+    }
+    assert_true(eng_matcher_must_end(m));
+    eng_matcher_free(m);
+    eng_grammar_free(g);
+    g = compile("root ::= ( ( \"\" ){1000} ){1000} \"z\"");
+    if (!takes(g, "z") || takes(g, "")) fail_msg("1000 x 1000 empty parts before 'z'");
+    eng_grammar_free(g);
+    /* a character cut between two calls (as a token may end inside one) */
+    g = compile("root ::= [^a-z]{2}");
     assert_int_equal(eng_matcher_new(g, false, &m, NULL), DP_OK);
     assert_true(eng_matcher_accept_bytes(m, "\xE2\x82", 2));
     assert_false(eng_matcher_can_end(m));
