@@ -253,14 +253,22 @@ typedef struct outset {
     bool over;
 } outset;
 
-/* Room for need entries in work. */
-static bool work_room(eng_matcher *m, size_t need) {
-    if (need <= m->cap_work) return true;
-    size_t cap = m->cap_work * 2 > need ? m->cap_work * 2 : need < 1024 ? 1024 : need;
-    int32_t *w = realloc(m->work, cap * sizeof(int32_t));
-    if (!w) return false;
-    m->work = w, m->cap_work = cap;
+/* Room for need entries in the array *p of *cap entries, doubling so that a text's growth costs
+ * amortized constant time. */
+static bool grow_i32(int32_t **p, size_t *cap, size_t need) {
+    if (need <= *cap) return true;
+    size_t c = *cap * 2 > need ? *cap * 2 : need < 1024 ? 1024 : need;
+    int32_t *q = realloc(*p, c * sizeof(int32_t));
+    if (!q) return false;
+    *p = q, *cap = c;
     return true;
+}
+
+static bool work_room(eng_matcher *m, size_t need) {
+    return grow_i32(&m->work, &m->cap_work, need);
+}
+static bool buf_room(eng_matcher *m, size_t need) {
+    return grow_i32(&m->buf, &m->cap_buf, need);
 }
 
 /* Adds to o every stack that reads a byte next, starting at element pos with parent below. A
@@ -336,15 +344,6 @@ static int32_t advance(eng_matcher *m, const int32_t *in, int32_t n_in, uint8_t 
         if (gbytes_has(&P->sets[P->el[n.pos].arg], byte)) expand(m, n.pos + 1, n.parent, &o);
     }
     return o.over ? -1 : o.n;
-}
-
-static bool buf_room(eng_matcher *m, size_t need) {
-    if (need <= m->cap_buf) return true;
-    size_t cap = m->cap_buf * 2 > need ? m->cap_buf * 2 : need;
-    int32_t *b = realloc(m->buf, cap * sizeof(int32_t));
-    if (!b) return false;
-    m->buf = b, m->cap_buf = cap;
-    return true;
 }
 
 dp_status eng_matcher_new(eng_grammar *g, bool lead_space, eng_matcher **out, dp_err *err) {
