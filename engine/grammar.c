@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_RULES = 1 << 20, MAX_SYMS = 1 << 22, MAX_REPEAT = 100000, MAX_NEST = 256 };
+enum { MAX_RULES = 1 << 20, MAX_SYMS = 1 << 22, MAX_NEST = 256 };
 
 typedef struct gsym {
     int32_t kind; /* GEL_SET or GEL_REF */
@@ -399,7 +399,11 @@ static dp_status parse_alternatives(gb *b, int32_t rule, bool nested);
 static dp_status repeat(gb *b, int32_t rule, int32_t alt_i, int32_t from, long lo, long hi) {
     galt *a = &b->r[rule].alts[alt_i];
     if (from >= a->n) return fail(b, "a repetition without anything before it%s", "");
-    if (lo > MAX_REPEAT || hi > MAX_REPEAT) return fail(b, "a repetition count above %s", "100000");
+    if (lo > ENG_GRAMMAR_MAX_REPEAT || hi > ENG_GRAMMAR_MAX_REPEAT) {
+        char max[16];
+        snprintf(max, sizeof(max), "%d", ENG_GRAMMAR_MAX_REPEAT);
+        return fail(b, "a repetition count above %s", max);
+    }
     gsym item = a->s[from];
     if (a->n - from > 1) { /* a literal of several bytes: one helper rule for the item */
         int32_t h = new_rule(b, NULL, 0);

@@ -332,6 +332,10 @@ int32_t eng_argmax(const float *logits, int32_t n);
 
 /* ---- Constrained generation: GBNF grammars over the vocabulary (docs/structured-output.md) ------- */
 
+/* The largest count a repetition {m,n} may carry; a text that generates grammar (a JSON schema's
+ * pattern) checks its counts against it so that what it writes always compiles. */
+enum { ENG_GRAMMAR_MAX_REPEAT = 100000 };
+
 typedef struct eng_grammar eng_grammar; /* compiled once, shared by the sequences that use it */
 typedef struct eng_matcher eng_matcher; /* one per sequence: where its text stands in the grammar */
 

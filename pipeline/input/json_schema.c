@@ -438,8 +438,10 @@ static void rx_quant(rx *r) {
             rx_fail(r, "a '{' that is not a {m}, {m,} or {m,n} count");
             return;
         }
-        if (lo > 100000 || hi > 100000) {
-            rx_fail(r, "a count above 100000");
+        if (lo > ENG_GRAMMAR_MAX_REPEAT || hi > ENG_GRAMMAR_MAX_REPEAT) {
+            char msg[48];
+            snprintf(msg, sizeof(msg), "a count above %d", ENG_GRAMMAR_MAX_REPEAT);
+            rx_fail(r, msg);
             return;
         }
         if (hi >= 0 && hi < lo) {
