@@ -220,6 +220,7 @@ struct eng_matcher {
     int32_t *work;          /* expand's pending (element, parent) pairs; compact's chains */
     size_t cap_work;
     bool broken;            /* a set outgrew MAX_STACKS or memory: nothing is allowed */
+    bool overflow;          /* some walk outgrew them since: masks and refusals are incomplete */
     /* eng_matcher_new_after: free text until `after` has been seen, the grammar from there */
     char after[32];
     size_t after_len;
@@ -365,7 +366,7 @@ dp_status eng_matcher_new(eng_grammar *g, bool lead_space, eng_matcher **out, dp
     outset o = {m->cur, 0, false};
     for (int32_t a = P->rule_alt[r]; a < P->rule_alt[r + 1] && !o.over; a++) expand(m, P->alt_start[a], -1, &o);
     m->n_cur = o.n;
-    m->broken = o.over;
+    m->broken = m->overflow = o.over;
     *out = m;
     return DP_OK;
 }
@@ -417,6 +418,10 @@ bool eng_matcher_must_end(const eng_matcher *m) { return !m->waiting && m->n_cur
 
 bool eng_matcher_dead(const eng_matcher *m) { return m->broken || m->n_cur == 0; }
 
+bool eng_matcher_overflowed(const eng_matcher *m) {
+    return m->overflow;
+}
+
 static const uint8_t *piece_of(const eng_matcher *m, int32_t token, size_t *n) {
     const char *s;
     *n = eng_token_to_piece(m->g->tk, token, false, &s);
@@ -434,6 +439,7 @@ static int64_t walk(eng_matcher *m, const uint8_t *b, size_t n, int32_t *len) {
         int32_t t = in;
         in = outp, outp = t;
     }
+    if (k < 0) m->overflow = true;
     if (k <= 0) return -1;
     *len = k;
     return in;
@@ -597,6 +603,7 @@ static void build_mask(eng_matcher *m, uint64_t *mask) {
         const int32_t off = m->lv_off[d - 1] + m->lv_len[d - 1];
         const int32_t k = m->lv_len[d - 1] ? advance(m, m->buf + m->lv_off[d - 1], m->lv_len[d - 1], t->byte[i], m->buf + off) : 0;
         if (k <= 0) {
+            if (k < 0) m->overflow = true;
             i = t->skip[i];
             continue;
         }
@@ -632,7 +639,9 @@ const uint64_t *eng_matcher_mask(eng_matcher *m) {
     }
     g->misses++;
     dp_mutex_unlock(&g->mu);
+    const bool over = m->overflow;
     build_mask(m, m->mask);
+    if (m->overflow && !over) return m->mask; /* incomplete: another text must not take it */
     int32_t *key = malloc((size_t)kn * sizeof(int32_t));
     uint64_t *mk = malloc((size_t)g->words * sizeof(uint64_t));
     if (!key || !mk) {

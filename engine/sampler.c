@@ -244,6 +244,8 @@ int32_t eng_sampler_sample_masked(eng_sampler *s, const float *logits, eng_match
         if (eng_matcher_allows(m, t)) return t;
     }
     const uint64_t *mask = eng_matcher_mask(m);
+    /* a part of the allowed tokens would steer the text silently (to an early end, say) */
+    if (eng_matcher_overflowed(m)) return -1;
     int32_t n = 0;
     /* logits past the tokenizer's vocabulary (padding rows) are never allowed */
     const int32_t nv = eng_matcher_n_vocab(m) < s->n_vocab ? eng_matcher_n_vocab(m) : s->n_vocab;

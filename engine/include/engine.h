@@ -366,13 +366,17 @@ bool eng_matcher_accept_bytes(eng_matcher *m, const void *bytes, size_t n);
 bool eng_matcher_can_end(const eng_matcher *m);  /* the text so far is complete */
 bool eng_matcher_must_end(const eng_matcher *m); /* complete, and nothing may follow */
 bool eng_matcher_dead(const eng_matcher *m);     /* nothing may follow and it is not complete */
+/* Some byte of the text or of a candidate token would have left more than 2048 parses open (an
+ * ambiguous grammar: "a"{0,3000} "a"{0,3000} after 2046 a's): what the matcher allows from there
+ * on is a part of what the grammar allows, so callers end the text with an error saying so. */
+bool eng_matcher_overflowed(const eng_matcher *m);
 /* The tokenizer's vocabulary size (a model's output may have more rows: those are never allowed). */
 int32_t eng_matcher_n_vocab(const eng_matcher *m);
 /* Bit i set = token i allowed next ([eng_matcher_n_vocab / 64 rounded up] words, owned by the
  * matcher, valid until its next call). */
 const uint64_t *eng_matcher_mask(eng_matcher *m);
 /* eng_sampler_sample over the allowed tokens only (the whole chain sees nothing else); -1 when
- * no token is allowed. m NULL: eng_sampler_sample. */
+ * no token is allowed or the matcher overflowed. m NULL: eng_sampler_sample. */
 int32_t eng_sampler_sample_masked(eng_sampler *s, const float *logits, eng_matcher *m);
 
 /* ---- Model files: quantization with llama.cpp's per-tensor mix, random-weight test models -------- */

@@ -327,6 +327,37 @@ static void test_free_text_until_the_reasoning_ends(void **state) {
     eng_grammar_free(g);
 }
 
+/* A grammar that keeps more parses open than the matcher holds ("a"{0,3000} "a"{0,3000} has
+ * k + 1 after k a's) is reported as such: the matcher once refused the 2046th 'a' without a word
+ * and the masked sampler then drew from what was left (an end token: a text cut short, silently). */
+static void test_too_many_open_parses_are_reported(void **state) {
+    (void)state;
+    eng_grammar *g = compile("root ::= \"a\"{0,3000} \"a\"{0,3000}");
+    eng_matcher *m;
+    assert_int_equal(eng_matcher_new(g, false, &m, NULL), DP_OK);
+    int taken = 0;
+    while (taken < 2100 && eng_matcher_accept_bytes(m, "a", 1))
+        taken++;
+    assert_true(taken >= 2000 && taken < 2100);
+    assert_true(eng_matcher_overflowed(m));
+    const int32_t V = eng_tokenizer_n_vocab(g_tok);
+    float *l = calloc((size_t)V, sizeof(float));
+    eng_sampler_params sp = eng_sampler_default_params();
+    eng_sampler *s;
+    assert_int_equal(eng_sampler_new(&sp, V, &s, NULL), DP_OK);
+    assert_int_equal(eng_sampler_sample_masked(s, l, m), -1);
+    eng_matcher_free(m);
+    /* below the limit nothing is flagged, and the mask (the same walk) finds no overflow */
+    assert_int_equal(eng_matcher_new(g, false, &m, NULL), DP_OK);
+    assert_true(eng_matcher_accept_bytes(m, "aaaaaaaaaa", 10));
+    assert_true(eng_sampler_sample_masked(s, l, m) >= 0);
+    assert_false(eng_matcher_overflowed(m));
+    eng_matcher_free(m);
+    eng_sampler_free(s);
+    free(l);
+    eng_grammar_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_errors_name_line_and_column),
@@ -335,6 +366,7 @@ int main(void) {
         cmocka_unit_test(test_generation_under_json_grammar_parses),
         cmocka_unit_test(test_padding_rows_are_never_allowed),
         cmocka_unit_test(test_free_text_until_the_reasoning_ends),
+        cmocka_unit_test(test_too_many_open_parses_are_reported),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
