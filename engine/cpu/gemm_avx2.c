@@ -53,8 +53,8 @@ enum { KQ4, KQ5, KQ6 };
 #define TB_BYTES(nsub) (TB_Q + (size_t)(nsub) * 64 + 8 * 64 + 2 * 64)
 
 size_t eng_gemm_ws_avx2(int64_t k, int n_tok) {
-    (void)k;
-    return 64 + TB_BYTES(16) + (size_t)n_tok * ROWS * sizeof(float);
+    const size_t kq = 64 + TB_BYTES(16) + (size_t)n_tok * ROWS * sizeof(float), q32 = eng_gemm32_ws_avx2(k);
+    return kq > q32 ? kq : q32;
 }
 
 static inline int32_t load_i32(const void *p) {
@@ -361,6 +361,6 @@ eng_gemm_fn eng_gemm_avx2(int wt) {
     case ENG_TYPE_Q4_K: return gemm_q4_k;
     case ENG_TYPE_Q5_K: return gemm_q5_k;
     case ENG_TYPE_Q6_K: return gemm_q6_k;
-    default: return NULL;
+    default: return eng_gemm32_avx2(wt);
     }
 }

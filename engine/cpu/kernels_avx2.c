@@ -350,51 +350,10 @@ eng_vec_dot4r_fn eng_vec_dot4r_avx2(int wt) {
 
 /* ---- one weight row x 4 activation rows ------------------------------------------------- */
 
-static void dot4_q8_0(int64_t k, const void *w, const void *x, size_t xs, float out[4]) {
-    const eng_block_q8_0 *a = w;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < k / 32; i++) {
-        const __m256i qa = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        const __m256i ax = _mm256_sign_epi8(qa, qa);
-        const float da = f16(a[i].d);
-        for (int j = 0; j < 4; j++) {
-            const eng_block_q8_0 *b = (const eng_block_q8_0 *)(const void *)((const uint8_t *)x + j * xs) + i;
-            const __m256i sy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)b->qs), qa);
-            const __m256 d = _mm256_set1_ps(da * f16(b->d));
-            acc[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_u8_i8(ax, sy)), acc[j]);
-        }
-    }
-    for (int j = 0; j < 4; j++) out[j] = hsum8(acc[j]);
-}
-
-/* One weight row against 4 tokens for the 32-value formats: the row's block is decoded once for
- * the four. Signed values (Q4_0, Q5_0) go through the sign trick, unsigned ones (Q4_1, Q5_1)
- * straight into u8 x i8 with the min term m * s added per token. */
-#define XQ(T, j, i) ((const T *)(const void *)((const uint8_t *)x + (j) * xs) + (i))
-static void dot4_signed(int64_t k, const void *w, const void *x, size_t xs, float out[4], int wt) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < k / 32; i++) {
-        __m256i q;
-        float da;
-        if (wt == ENG_TYPE_Q5_0) {
-            const eng_block_q5_0 *a = (const eng_block_q5_0 *)w + i;
-            q = q5_0_values(a);
-            da = f16(a->d);
-        } else {
-            const eng_block_q4_0 *a = (const eng_block_q4_0 *)w + i;
-            q = _mm256_sub_epi8(nibbles(a->qs), _mm256_set1_epi8(8));
-            da = f16(a->d);
-        }
-        const __m256i ax = _mm256_sign_epi8(q, q);
-        for (int j = 0; j < 4; j++) {
-            const eng_block_q8_0 *b = XQ(eng_block_q8_0, j, i);
-            const __m256i sy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)b->qs), q);
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(da * f16(b->d)), _mm256_cvtepi32_ps(mul_u8_i8(ax, sy)), acc[j]);
-        }
-    }
-    for (int j = 0; j < 4; j++) out[j] = hsum8(acc[j]);
-}
-
+/* One weight row against 4 tokens for the unsigned 32-value formats (Q4_1, Q5_1; the signed
+ * ones have a GEMM, gemm32_avx2.c): the row's block is decoded once for the four, u8 x i8 with
+ * the min term m * s added per token. */
+#define XQ(T, j, i) ((const T *)(const void *)((const uint8_t *)x + (j)*xs) + (i))
 static void dot4_unsigned(int64_t k, const void *w, const void *x, size_t xs, float out[4], int wt) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     float mins[4] = {0, 0, 0, 0};
@@ -421,19 +380,14 @@ static void dot4_unsigned(int64_t k, const void *w, const void *x, size_t xs, fl
 }
 #undef XQ
 
-static void dot4_q4_0(int64_t k, const void *w, const void *x, size_t xs, float o[4]) { dot4_signed(k, w, x, xs, o, ENG_TYPE_Q4_0); }
-static void dot4_q5_0(int64_t k, const void *w, const void *x, size_t xs, float o[4]) { dot4_signed(k, w, x, xs, o, ENG_TYPE_Q5_0); }
 static void dot4_q4_1(int64_t k, const void *w, const void *x, size_t xs, float o[4]) { dot4_unsigned(k, w, x, xs, o, ENG_TYPE_Q4_1); }
 static void dot4_q5_1(int64_t k, const void *w, const void *x, size_t xs, float o[4]) { dot4_unsigned(k, w, x, xs, o, ENG_TYPE_Q5_1); }
 
 eng_vec_dot4_fn eng_vec_dot4_avx2(int wt) {
     switch (wt) {
-    case ENG_TYPE_Q8_0: return dot4_q8_0;
-    case ENG_TYPE_Q4_0: return dot4_q4_0;
-    case ENG_TYPE_Q5_0: return dot4_q5_0;
     case ENG_TYPE_Q4_1: return dot4_q4_1;
     case ENG_TYPE_Q5_1: return dot4_q5_1;
-    default: return NULL; /* the K-quants: gemm_avx2.c */
+    default: return NULL; /* the K-quants: gemm_avx2.c; Q8_0, Q4_0, Q5_0: gemm32_avx2.c */
     }
 }
 

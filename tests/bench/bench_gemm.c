@@ -24,13 +24,18 @@
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: bench_gemm q4_k|q5_k|q6_k|q8_0 K N TOKENS [--reps R] [--mats M] [--no-amx]\n"
+        fprintf(stderr, "usage: bench_gemm q4_k|q5_k|q6_k|q8_0|q4_0|q5_0 K N TOKENS [--reps R] [--mats M] [--no-amx]\n"
                         "                  [--no-avx512] [--dot [--one-row]]\n");
         return 64;
     }
     const char *tn = argv[1];
-    const int wt = !strcmp(tn, "q4_k") ? ENG_TYPE_Q4_K : !strcmp(tn, "q5_k") ? ENG_TYPE_Q5_K
-                 : !strcmp(tn, "q6_k") ? ENG_TYPE_Q6_K : !strcmp(tn, "q8_0") ? ENG_TYPE_Q8_0 : -1;
+    const int wt = !strcmp(tn, "q4_k")   ? ENG_TYPE_Q4_K
+                   : !strcmp(tn, "q5_k") ? ENG_TYPE_Q5_K
+                   : !strcmp(tn, "q6_k") ? ENG_TYPE_Q6_K
+                   : !strcmp(tn, "q8_0") ? ENG_TYPE_Q8_0
+                   : !strcmp(tn, "q4_0") ? ENG_TYPE_Q4_0
+                   : !strcmp(tn, "q5_0") ? ENG_TYPE_Q5_0
+                                         : -1;
     const int64_t K = atoll(argv[2]), N = atoll(argv[3]);
     const int T = atoi(argv[4]);
     int reps = 5, mats = 1;
@@ -48,7 +53,8 @@ int main(int argc, char **argv) {
         }
     }
     if (wt < 0 || K <= 0 || K % 256 || N <= 0 || T <= 0 || reps <= 0 || mats <= 0) {
-        fprintf(stderr, "bench_gemm: need a type of q4_k, q5_k, q6_k, q8_0, K a multiple of 256, N, TOKENS > 0\n");
+        fprintf(stderr,
+                "bench_gemm: need a type of q4_k, q5_k, q6_k, q8_0, q4_0, q5_0, K a multiple of 256, N, TOKENS > 0\n");
         return 64;
     }
     const eng_gemm_fn gemm = eng_gemm_best(wt);

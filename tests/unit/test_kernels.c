@@ -209,7 +209,7 @@ static void test_four_row_kernels_match_single_row_reference(void **state) {
  * 133 rows: the AMX GEMM takes one group's rows in panels of 1, 2, 4, 4... tiles, so the full
  * range ends in a partial panel with a partial tile, and [16, 133) in a panel of one partial tile. */
 static int gemm_bit_identity_on(const int64_t *Ks, size_t n_k, const int *counts, size_t n_counts, int T) {
-    const int types[] = {ENG_TYPE_Q4_K, ENG_TYPE_Q5_K, ENG_TYPE_Q6_K, ENG_TYPE_Q8_0, ENG_TYPE_F16};
+    const int types[] = {ENG_TYPE_Q4_K, ENG_TYPE_Q5_K, ENG_TYPE_Q6_K, ENG_TYPE_Q8_0, ENG_TYPE_Q4_0, ENG_TYPE_Q5_0, ENG_TYPE_F16};
     const int N = 133;
     uint64_t s = 4242;
     int tested = 0;
