@@ -23,7 +23,11 @@
 
 #include "tokenizer.h"
 
-enum { ACCEPT = -1, MAX_STACKS = 2048, CACHE_SLOTS = 256, MAX_DEPTH = 1024 };
+enum { ACCEPT = -1, CACHE_SLOTS = 256, MAX_DEPTH = 1024 };
+/* a macro, not an enum, so that eng_matcher_failure's message spells the same number */
+#define MAX_STACKS 2048
+#define STR_(x)    #x
+#define STR(x)     STR_(x)
 
 /* ---- the vocabulary trie --------------------------------------------------------------------- */
 
@@ -420,6 +424,12 @@ bool eng_matcher_dead(const eng_matcher *m) { return m->broken || m->n_cur == 0;
 
 bool eng_matcher_overflowed(const eng_matcher *m) {
     return m->overflow;
+}
+
+const char *eng_matcher_failure(const eng_matcher *m) {
+    return m->overflow ? "the grammar left more than " STR(MAX_STACKS) " parses open at once: too ambiguous to "
+                                                                       "follow (docs/structured-output.md)"
+                       : "no token can continue the text within the grammar";
 }
 
 static const uint8_t *piece_of(const eng_matcher *m, int32_t token, size_t *n) {

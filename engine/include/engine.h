@@ -370,6 +370,9 @@ bool eng_matcher_dead(const eng_matcher *m);     /* nothing may follow and it is
  * ambiguous grammar: "a"{0,3000} "a"{0,3000} after 2046 a's): what the matcher allows from there
  * on is a part of what the grammar allows, so callers end the text with an error saying so. */
 bool eng_matcher_overflowed(const eng_matcher *m);
+/* Why the text cannot go on once the masked sampler returned -1 or the grammar refused the token
+ * (the overflow above, or no token continuing the text), for an error message; a static string. */
+const char *eng_matcher_failure(const eng_matcher *m);
 /* The tokenizer's vocabulary size (a model's output may have more rows: those are never allowed). */
 int32_t eng_matcher_n_vocab(const eng_matcher *m);
 /* Bit i set = token i allowed next ([eng_matcher_n_vocab / 64 rounded up] words, owned by the

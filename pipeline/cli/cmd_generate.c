@@ -214,10 +214,7 @@ int pl_cmd_generate(int argc, char **argv) {
         int32_t next = gm ? eng_sampler_sample_masked(smp, eng_get_logits(c, 0), gm)
                           : eng_sampler_sample(smp, eng_get_logits(c, 0));
         if (gm && (next < 0 || !eng_matcher_accept_token(gm, next))) {
-            fprintf(stderr, "docpipe generate: %s\n",
-                    eng_matcher_overflowed(gm) ? "the grammar left more than 2048 parses open at once: too ambiguous "
-                                                 "to follow (docs/structured-output.md)"
-                                               : "no token can continue the text within the grammar");
+            fprintf(stderr, "docpipe generate: %s\n", eng_matcher_failure(gm));
             rc = PL_EXIT_DATAERR;
             break;
         }

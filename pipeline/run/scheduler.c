@@ -194,9 +194,7 @@ void pl_sched_cancel_all(pl_sched *s, void (*drop)(void *user)) {
 }
 
 static const char *grammar_failed(slot *sl) {
-    sl->error = eng_matcher_overflowed(sl->gm) ? "the request's grammar left more than 2048 parses open at once: too "
-                                                 "ambiguous to follow (docs/structured-output.md)"
-                                               : "no token can continue the text within the request's grammar";
+    sl->error = eng_matcher_failure(sl->gm);
     return "error";
 }
 

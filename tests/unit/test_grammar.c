@@ -346,12 +346,14 @@ static void test_too_many_open_parses_are_reported(void **state) {
     eng_sampler *s;
     assert_int_equal(eng_sampler_new(&sp, V, &s, NULL), DP_OK);
     assert_int_equal(eng_sampler_sample_masked(s, l, m), -1);
+    assert_non_null(strstr(eng_matcher_failure(m), "more than 2048 parses open"));
     eng_matcher_free(m);
     /* below the limit nothing is flagged, and the mask (the same walk) finds no overflow */
     assert_int_equal(eng_matcher_new(g, false, &m, NULL), DP_OK);
     assert_true(eng_matcher_accept_bytes(m, "aaaaaaaaaa", 10));
     assert_true(eng_sampler_sample_masked(s, l, m) >= 0);
     assert_false(eng_matcher_overflowed(m));
+    assert_non_null(strstr(eng_matcher_failure(m), "no token can continue"));
     eng_matcher_free(m);
     eng_sampler_free(s);
     free(l);
