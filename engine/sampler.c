@@ -241,7 +241,7 @@ int32_t eng_sampler_sample_masked(eng_sampler *s, const float *logits, eng_match
     /* greedy: the unconstrained choice, when allowed, is also the best allowed one */
     if (s->p.temp <= 0.0f && !penalize) {
         const int32_t t = eng_argmax(logits, s->n_vocab);
-        if (eng_matcher_allows(m, t)) return t;
+        if (eng_matcher_allows(m, t)) return eng_matcher_overflowed(m) ? -1 : t;
     }
     const uint64_t *mask = eng_matcher_mask(m);
     /* a part of the allowed tokens would steer the text silently (to an early end, say) */

@@ -347,6 +347,21 @@ static void test_too_many_open_parses_are_reported(void **state) {
     assert_int_equal(eng_sampler_new(&sp, V, &s, NULL), DP_OK);
     assert_int_equal(eng_sampler_sample_masked(s, l, m), -1);
     assert_non_null(strstr(eng_matcher_failure(m), "more than 2048 parses open"));
+    /* greedy too, with "a" (which the grammar allows) the best token */
+    int32_t ta = -1;
+    for (int32_t t = 0; t < V && ta < 0; t++) {
+        const char *p;
+        if (eng_token_to_piece(g_tok, t, false, &p) == 1 && p[0] == 'a') ta = t;
+    }
+    assert_true(ta >= 0);
+    l[ta] = 10.0f;
+    eng_sampler_params gp = eng_sampler_default_params();
+    gp.temp = 0.0f;
+    eng_sampler *greedy;
+    assert_int_equal(eng_sampler_new(&gp, V, &greedy, NULL), DP_OK);
+    assert_int_equal(eng_sampler_sample_masked(greedy, l, m), -1);
+    eng_sampler_free(greedy);
+    l[ta] = 0.0f;
     eng_matcher_free(m);
     /* below the limit nothing is flagged, and the mask (the same walk) finds no overflow */
     assert_int_equal(eng_matcher_new(g, false, &m, NULL), DP_OK);
