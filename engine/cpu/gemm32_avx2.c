@@ -38,25 +38,28 @@
 
 #define ROWS 16 /* the claimed tile (backend_cpu.c's MM_TILE) */
 
-/* The scales of a block as a float. */
-static DP_ALWAYS_INLINE float row_scale(int wt, const uint8_t *row, int64_t b) {
-    if (wt == ENG_TYPE_Q8_0) return f16(((const eng_block_q8_0 *)(const void *)row)[b].d);
-    if (wt == ENG_TYPE_Q5_0) return f16(((const eng_block_q5_0 *)(const void *)row)[b].d);
-    return f16(((const eng_block_q4_0 *)(const void *)row)[b].d);
+/* Block b of a row as signed bytes, its scale as a float in *d. */
+static DP_ALWAYS_INLINE __m256i block_values(int wt, const uint8_t *row, int64_t b, float *d) {
+    if (wt == ENG_TYPE_Q8_0) {
+        const eng_block_q8_0 *q = (const eng_block_q8_0 *)(const void *)row + b;
+        *d = f16(q->d);
+        return _mm256_loadu_si256((const __m256i *)(const void *)q->qs);
+    }
+    if (wt == ENG_TYPE_Q5_0) {
+        const eng_block_q5_0 *q = (const eng_block_q5_0 *)(const void *)row + b;
+        *d = f16(q->d);
+        return q5_0_values(q);
+    }
+    const eng_block_q4_0 *q = (const eng_block_q4_0 *)(const void *)row + b;
+    *d = f16(q->d);
+    return _mm256_sub_epi8(nibbles(q->qs), _mm256_set1_epi8(8));
 }
 
-/* Block b of a row as signed bytes. */
-static DP_ALWAYS_INLINE __m256i row_values(int wt, const uint8_t *row, int64_t b) {
-    if (wt == ENG_TYPE_Q8_0)
-        return _mm256_loadu_si256((const __m256i *)(const void *)((const eng_block_q8_0 *)(const void *)row + b)->qs);
-    if (wt == ENG_TYPE_Q5_0) return q5_0_values((const eng_block_q5_0 *)(const void *)row + b);
-    return _mm256_sub_epi8(nibbles(((const eng_block_q4_0 *)(const void *)row + b)->qs), _mm256_set1_epi8(8));
-}
-
-/* Rows q, q + k (RR of them, decoded) x tokens x .. x + 3 xs (NT): y[t * ldy + r]. dw[16 b + r]:
- * the rows' scales, dx[4 b + t]: the tokens'. */
-static DP_ALWAYS_INLINE void tile(int RR, int NT, int64_t nb, const int8_t *qr, int64_t k, const uint8_t *x, size_t xs,
+/* Rows q, q + k (RR of them, decoded, k bytes apart) x tokens x .. x + 3 xs (NT):
+ * y[t * ldy + r]. dw[16 b + r]: the rows' scales, dx[4 b + t]: the tokens'. */
+static DP_ALWAYS_INLINE void tile(int RR, int NT, int64_t k, const int8_t *qr, const uint8_t *x, size_t xs,
                                   const float *dw, const float *dx, float *y, int ldy) {
+    const int64_t nb = k / 32;
     __m256 acc[2][4];
     for (int r = 0; r < RR; r++)
         for (int t = 0; t < NT; t++)
@@ -92,50 +95,55 @@ static DP_ALWAYS_INLINE void tile(int RR, int NT, int64_t nb, const int8_t *qr, 
 }
 
 /* NT tokens against the nr decoded rows of a tile, two at a time. */
-static DP_ALWAYS_INLINE void rows_tokens(int NT, int64_t nb, const int8_t *qt, int64_t k, int nr, const uint8_t *x,
-                                         size_t xs, const float *dw, float *dx, float *y, int ldy) {
-    for (int64_t b = 0; b < nb; b++)
-        for (int t = 0; t < 4; t++)
-            dx[4 * b + t] = t < NT ? f16(((const eng_block_q8_0 *)(const void *)(x + (size_t)t * xs))[b].d) : 0.0f;
+static DP_ALWAYS_INLINE void rows_tokens(int NT, int64_t k, const int8_t *qt, int nr, const uint8_t *x, size_t xs,
+                                         const float *dw, const float *dx, float *y, int ldy) {
     int r = 0;
     for (; r + 2 <= nr; r += 2)
-        tile(2, NT, nb, qt + (size_t)r * (size_t)k, k, x, xs, dw + r, dx, y + r, ldy);
-    if (r < nr) tile(1, NT, nb, qt + (size_t)r * (size_t)k, k, x, xs, dw + r, dx, y + r, ldy);
+        tile(2, NT, k, qt + (size_t)r * (size_t)k, x, xs, dw + r, dx, y + r, ldy);
+    if (r < nr) tile(1, NT, k, qt + (size_t)r * (size_t)k, x, xs, dw + r, dx, y + r, ldy);
 }
 
-/* Scratch: the tile's rows decoded to signed bytes (16 x k), their scales dw[nb][16], four
- * tokens' scales dx[nb][4]. */
+/* Scratch: the tile's rows decoded to signed bytes (16 x k), their scales dw[nb][16], and every
+ * token's scales, converted once for all the call's tiles: dx[token group][nb][4] (groups of
+ * four tokens, the last padded with zeros). */
 static DP_ALWAYS_INLINE void gemm32(int wt, int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1, const void *x,
                                     size_t xs, int n_tok, float *y, int ldy, void *ws) {
     const int64_t nb = k / 32;
     const uint8_t *wb = w, *xq = x;
     int8_t *qt = (int8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
     float *dw = (float *)(void *)(qt + (size_t)ROWS * (size_t)k), *dx = dw + 16 * nb;
+    for (int t = 0; t < (n_tok + 3) / 4 * 4; t++) {
+        float *d = dx + (size_t)(t / 4) * (size_t)nb * 4 + t % 4;
+        const eng_block_q8_0 *xb = t < n_tok ? (const eng_block_q8_0 *)(const void *)(xq + (size_t)t * xs) : NULL;
+        for (int64_t b = 0; b < nb; b++)
+            d[4 * b] = xb ? f16(xb[b].d) : 0.0f;
+    }
     for (int64_t rt = r0; rt < r1; rt += ROWS) {
         const int nr = r1 - rt < ROWS ? (int)(r1 - rt) : ROWS;
         /* decoded once for every token: Q4_0 and Q5_0 values cost a dozen operations a block */
         for (int r = 0; r < nr; r++) {
             const uint8_t *row = wb + (size_t)(rt + r) * rb;
-            for (int64_t b = 0; b < nb; b++) {
-                _mm256_store_si256((__m256i *)(void *)(qt + (size_t)r * (size_t)k + 32 * b), row_values(wt, row, b));
-                dw[16 * b + r] = row_scale(wt, row, b);
-            }
+            for (int64_t b = 0; b < nb; b++)
+                _mm256_store_si256((__m256i *)(void *)(qt + (size_t)r * (size_t)k + 32 * b),
+                                   block_values(wt, row, b, &dw[16 * b + r]));
         }
         float *yt = y + rt;
         int t = 0;
         for (; t + 4 <= n_tok; t += 4)
-            rows_tokens(4, nb, qt, k, nr, xq + (size_t)t * xs, xs, dw, dx, yt + (size_t)t * ldy, ldy);
+            rows_tokens(4, k, qt, nr, xq + (size_t)t * xs, xs, dw, dx + (size_t)t * (size_t)nb, yt + (size_t)t * ldy,
+                        ldy);
+        const float *dxt = dx + (size_t)t * (size_t)nb;
         switch (n_tok - t) {
-        case 3: rows_tokens(3, nb, qt, k, nr, xq + (size_t)t * xs, xs, dw, dx, yt + (size_t)t * ldy, ldy); break;
-        case 2: rows_tokens(2, nb, qt, k, nr, xq + (size_t)t * xs, xs, dw, dx, yt + (size_t)t * ldy, ldy); break;
-        case 1: rows_tokens(1, nb, qt, k, nr, xq + (size_t)t * xs, xs, dw, dx, yt + (size_t)t * ldy, ldy); break;
+        case 3: rows_tokens(3, k, qt, nr, xq + (size_t)t * xs, xs, dw, dxt, yt + (size_t)t * ldy, ldy); break;
+        case 2: rows_tokens(2, k, qt, nr, xq + (size_t)t * xs, xs, dw, dxt, yt + (size_t)t * ldy, ldy); break;
+        case 1: rows_tokens(1, k, qt, nr, xq + (size_t)t * xs, xs, dw, dxt, yt + (size_t)t * ldy, ldy); break;
         default: break;
         }
     }
 }
 
-size_t eng_gemm32_ws_avx2(int64_t k) {
-    return 64 + (size_t)ROWS * (size_t)k + (size_t)(k / 32) * 20 * sizeof(float);
+size_t eng_gemm32_ws_avx2(int64_t k, int n_tok) {
+    return 64 + (size_t)ROWS * (size_t)k + (size_t)(k / 32) * (16 + (size_t)(n_tok + 3) / 4 * 4) * sizeof(float);
 }
 
 static void gemm_q8_0(int64_t k, const void *w, size_t rb, int64_t r0, int64_t r1, const void *x, size_t xs, int n,

@@ -53,7 +53,7 @@ enum { KQ4, KQ5, KQ6 };
 #define TB_BYTES(nsub) (TB_Q + (size_t)(nsub) * 64 + 8 * 64 + 2 * 64)
 
 size_t eng_gemm_ws_avx2(int64_t k, int n_tok) {
-    const size_t kq = 64 + TB_BYTES(16) + (size_t)n_tok * ROWS * sizeof(float), q32 = eng_gemm32_ws_avx2(k);
+    const size_t kq = 64 + TB_BYTES(16) + (size_t)n_tok * ROWS * sizeof(float), q32 = eng_gemm32_ws_avx2(k, n_tok);
     return kq > q32 ? kq : q32;
 }
 

@@ -13,7 +13,7 @@ eng_vec_dot4_fn eng_vec_dot4_avx2(int wt);
 eng_vec_dot4r_fn eng_vec_dot4r_avx2(int wt);
 eng_gemm_fn eng_gemm_avx2(int wt);    /* every type with an AVX2 GEMM */
 eng_gemm_fn eng_gemm32_avx2(int wt);  /* Q8_0, Q4_0, Q5_0 (gemm32_avx2.c; through eng_gemm_avx2) */
-size_t eng_gemm32_ws_avx2(int64_t k); /* (within eng_gemm_ws_avx2) */
+size_t eng_gemm32_ws_avx2(int64_t k, int n_tok); /* (within eng_gemm_ws_avx2) */
 size_t eng_gemm_ws_avx2(int64_t k, int n_tok);
 void eng_quantize_q8_k_avx2(const float *x, void *y, int64_t n);
 void eng_quantize_q8_0_avx2(const float *x, void *y, int64_t n, bool sums);
