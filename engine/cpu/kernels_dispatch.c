@@ -194,12 +194,13 @@ void eng_act_quantize(int act_type, const float *x, void *y, int64_t k) {
 
 eng_gemm_fn eng_gemm_best(int wt) {
 #ifdef DP_HAVE_X86
+    eng_gemm_fn f;
 #ifdef DP_HAVE_AMX_BUILD
-    if (have_amx() && eng_gemm_amx(wt)) return eng_gemm_amx(wt);
+    if (have_amx() && (f = eng_gemm_amx(wt))) return f;
 #endif
     /* a type with an AVX-512 dot has only that GEMM to match it bit for bit; the others' dots
      * are the AVX2 ones, so is their GEMM */
-    if (!g_force_scalar && have_avx512() && (eng_gemm_avx512(wt) || eng_vec_dot_avx512(wt))) return eng_gemm_avx512(wt);
+    if (!g_force_scalar && have_avx512() && ((f = eng_gemm_avx512(wt)) || eng_vec_dot_avx512(wt))) return f;
     if (!g_force_scalar && have_avx2()) return eng_gemm_avx2(wt);
 #endif
     (void)wt;
