@@ -72,12 +72,29 @@ static void dct_gemm(int M, int N, int P, bool tri, const float *const *A, const
     }
 }
 
+static void dct_chunk(int c, const float *const *q, const float *const *k, const float *const *v, const float *beta,
+                      const float *g, float *St, int dk, int dv, float *O, float *ws);
+
+/* Subnormal floats are taken as zero, and results that would be subnormal are flushed, within
+ * the chunk: the decays exp(G_r - G_s) of a fast-forgetting head span many orders of magnitude
+ * across a chunk, so some of its products land below 2^-126, and a multiply-add that meets a
+ * subnormal can take a microcode assist (on a Sapphire Rapids, a chunk at a gate of -2 a token
+ * took 14 times as long, both kernels: bench_delta_chunk). The values lost are below 1.2e-38,
+ * far inside the references' bounds; the control register is restored before returning, so no
+ * other kernel sees the mode. */
 void DCT_NAME(int c, const float *const *q, const float *const *k, const float *const *v, const float *beta,
               const float *g, float *St, int dk, int dv, float *O, float *ws) {
-    if (dk % DCT_W || dv % DCT_W || dk > DCT_MAXD || dv > DCT_MAXD) { /* not a model shape seen so far */
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u);                                      /* FTZ (bit 15) | DAZ (bit 6) */
+    if (dk % DCT_W || dv % DCT_W || dk > DCT_MAXD || dv > DCT_MAXD) /* not a model shape seen so far */
         DCT_FALLBACK(c, q, k, v, beta, g, St, dk, dv, O, ws);
-        return;
-    }
+    else
+        dct_chunk(c, q, k, v, beta, g, St, dk, dv, O, ws);
+    _mm_setcsr(csr);
+}
+
+static void dct_chunk(int c, const float *const *q, const float *const *k, const float *const *v, const float *beta,
+                      const float *g, float *St, int dk, int dv, float *O, float *ws) {
     enum { C = ENG_DELTA_CHUNK };
     static const float zero[DCT_MAXD];
     const int cp = (c + DCT_W - 1) / DCT_W * DCT_W; /* columns of the c x c products, padded with zeros */

@@ -7,6 +7,10 @@
  *
  *   bench_delta_chunk               # c = 64 tokens, dk = dv = 128 (Qwen3.5-4B)
  *   bench_delta_chunk 64 128 128 2000
+ *   bench_delta_chunk 64 128 128 500 -2   # a fast-forgetting head: gate -2 a token
+ *
+ * The gate (log-decay a token, default -0.05) matters: from about -1.4 a token the decays
+ * within a chunk reach below 2^-126, where subnormal arithmetic would cost microcode assists.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +34,9 @@ static double run(eng_delta_chunk_fn f, int c, const float *const *q, const floa
 int main(int argc, char **argv) {
     const int c = argc > 1 ? atoi(argv[1]) : ENG_DELTA_CHUNK, dk = argc > 2 ? atoi(argv[2]) : 128,
               dv = argc > 3 ? atoi(argv[3]) : 128, reps = argc > 4 ? atoi(argv[4]) : 500;
-    if (c < 1 || c > ENG_DELTA_CHUNK || dk < 1 || dv < 1 || reps < 1) {
-        fprintf(stderr, "usage: bench_delta_chunk [C (1..%d) [DK DV [REPS]]]\n", ENG_DELTA_CHUNK);
+    const float gate = argc > 5 ? (float)atof(argv[5]) : -0.05f;
+    if (c < 1 || c > ENG_DELTA_CHUNK || dk < 1 || dv < 1 || reps < 1 || !(gate <= 0.0f)) {
+        fprintf(stderr, "usage: bench_delta_chunk [C (1..%d) [DK DV [REPS [GATE <= 0]]]]\n", ENG_DELTA_CHUNK);
         return 64;
     }
     float *x = malloc((size_t)c * (2 * dk + dv) * sizeof(float)), *S = malloc((size_t)dk * dv * sizeof(float));
@@ -51,7 +56,7 @@ int main(int argc, char **argv) {
         k[r] = q[r] + dk;
         v[r] = k[r] + dk;
         beta[r] = 0.5f;
-        g[r] = -0.05f;
+        g[r] = gate;
     }
     for (size_t i = 0; i < (size_t)dk * dv; i++) S[i] = 0;
     /* K K^T, Q K^T (c c dk each), T V, T K (c c dv, c c dk), W S, Q S (c dk dv each), QK Vt
@@ -63,8 +68,8 @@ int main(int argc, char **argv) {
         eng_cpu_disable_avx512(pass == 1);
         const eng_delta_chunk_fn f = pass == 0 ? eng_delta_chunk_ref : eng_delta_chunk_best();
         const double t = run(f, c, q, k, v, beta, g, S, dk, dv, O, ws, pass == 0 ? reps / 10 + 1 : reps);
-        printf("delta chunk c=%d dk=%d dv=%d %-8s (%s): %8.1f us, %6.1f GFLOP/s\n", c, dk, dv, names[pass],
-               eng_cpu_kernel_name(), t * 1e6, flops / t * 1e-9);
+        printf("delta chunk c=%d dk=%d dv=%d gate %g %-8s (%s): %8.1f us, %6.1f GFLOP/s\n", c, dk, dv, (double)gate,
+               names[pass], eng_cpu_kernel_name(), t * 1e6, flops / t * 1e-9);
     }
     eng_cpu_force_scalar(false);
     eng_cpu_disable_avx512(false);

@@ -8,6 +8,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(_M_X64)
+#include <xmmintrin.h> /* _mm_getcsr */
+#endif
 
 #include "backend.h"
 #include "cpu/kernels.h"
@@ -891,59 +894,73 @@ static void test_delta_step_matches_reference(void **state) {
  * carries on): outputs and state within a relative 1e-4, for the model's dk = dv = 128 at a full
  * chunk, a short one and a single token, a shape under 128, and one the fast kernels leave to the
  * portable form. Keys and queries are unit vectors and beta in (0, 1), as the model feeds it,
- * so (I + A) is well conditioned and the two orders of summation agree closely. */
+ * so (I + A) is well conditioned and the two orders of summation agree closely. Twice: slowly
+ * forgetting gates, and fast ones (down to -4 a token, so a chunk's decays pass through the
+ * subnormal range, which the fast kernels flush to zero); the kernels leave the floating-point
+ * control register (flush modes) as they found it. */
 static void delta_chunk_check(void) {
     const int shapes[][3] = {{128, 128, 64}, {128, 128, 17}, {128, 128, 1}, {64, 32, 40}, {40, 24, 23}};
     uint64_t rs = 91;
-    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
-        const int dk = shapes[si][0], dv = shapes[si][1], c = shapes[si][2], C = ENG_DELTA_CHUNK;
-        float *S0 = malloc((size_t)dk * dv * sizeof(float)), *S1 = malloc((size_t)dk * dv * sizeof(float));
-        float *x = malloc((size_t)C * (2 * dk + dv) * sizeof(float));
-        float *O0 = malloc((size_t)C * dv * sizeof(float)), *O1 = malloc((size_t)C * dv * sizeof(float));
-        float *ws = malloc(ENG_DELTA_CHUNK_WS(C, dk, dv) * sizeof(float));
-        const float *q[ENG_DELTA_CHUNK], *k[ENG_DELTA_CHUNK], *v[ENG_DELTA_CHUNK];
-        float beta[ENG_DELTA_CHUNK], g[ENG_DELTA_CHUNK];
-        assert_non_null(ws);
-        for (int i = 0; i < dk * dv; i++) S0[i] = S1[i] = 0.1f * tu_randn(&rs);
-        for (int chunk = 0; chunk < 3; chunk++) {
-            for (int r = 0; r < c; r++) {
-                float *qr = x + (size_t)r * (2 * dk + dv), *kr = qr + dk, *vr = kr + dk;
-                double nq = 0, nk = 0;
-                for (int i = 0; i < dk; i++) {
-                    qr[i] = tu_randn(&rs);
-                    kr[i] = tu_randn(&rs);
-                    nq += (double)qr[i] * qr[i];
-                    nk += (double)kr[i] * kr[i];
-                }
-                for (int i = 0; i < dk; i++) {
-                    qr[i] = (float)(qr[i] / sqrt(nq * dk));
-                    kr[i] = (float)(kr[i] / sqrt(nk));
-                }
-                for (int j = 0; j < dv; j++) vr[j] = tu_randn(&rs);
-                q[r] = qr;
-                k[r] = kr;
-                v[r] = vr;
-                beta[r] = 0.05f + 0.9f * (float)((r * 37 + chunk * 11) % 64) / 64.0f;
-                g[r] = -0.002f - 0.2f * (float)((r * 13 + chunk * 5) % 32) / 32.0f;
-            }
-            eng_delta_chunk_ref(c, q, k, v, beta, g, S0, dk, dv, O0, ws);
-            eng_delta_chunk_best()(c, q, k, v, beta, g, S1, dk, dv, O1, ws);
-            for (int i = 0; i < c * dv; i++)
-                if (fabsf(O0[i] - O1[i]) > 1e-4f * (fabsf(O0[i]) + 1.0f))
-                    fail_msg("dk %d dv %d c %d chunk %d: O[%d][%d] %.9g, reference %.9g", dk, dv, c, chunk, i / dv,
-                             i % dv, (double)O1[i], (double)O0[i]);
+    for (int fast = 0; fast < 2; fast++)
+        for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+            const int dk = shapes[si][0], dv = shapes[si][1], c = shapes[si][2], C = ENG_DELTA_CHUNK;
+            float *S0 = malloc((size_t)dk * dv * sizeof(float)), *S1 = malloc((size_t)dk * dv * sizeof(float));
+            float *x = malloc((size_t)C * (2 * dk + dv) * sizeof(float));
+            float *O0 = malloc((size_t)C * dv * sizeof(float)), *O1 = malloc((size_t)C * dv * sizeof(float));
+            float *ws = malloc(ENG_DELTA_CHUNK_WS(C, dk, dv) * sizeof(float));
+            const float *q[ENG_DELTA_CHUNK], *k[ENG_DELTA_CHUNK], *v[ENG_DELTA_CHUNK];
+            float beta[ENG_DELTA_CHUNK], g[ENG_DELTA_CHUNK];
+            assert_non_null(ws);
             for (int i = 0; i < dk * dv; i++)
-                if (fabsf(S0[i] - S1[i]) > 1e-4f * (fabsf(S0[i]) + 1.0f))
-                    fail_msg("dk %d dv %d c %d chunk %d: S[%d] %.9g, reference %.9g", dk, dv, c, chunk, i,
-                             (double)S1[i], (double)S0[i]);
+                S0[i] = S1[i] = 0.1f * tu_randn(&rs);
+            for (int chunk = 0; chunk < 3; chunk++) {
+                for (int r = 0; r < c; r++) {
+                    float *qr = x + (size_t)r * (2 * dk + dv), *kr = qr + dk, *vr = kr + dk;
+                    double nq = 0, nk = 0;
+                    for (int i = 0; i < dk; i++) {
+                        qr[i] = tu_randn(&rs);
+                        kr[i] = tu_randn(&rs);
+                        nq += (double)qr[i] * qr[i];
+                        nk += (double)kr[i] * kr[i];
+                    }
+                    for (int i = 0; i < dk; i++) {
+                        qr[i] = (float)(qr[i] / sqrt(nq * dk));
+                        kr[i] = (float)(kr[i] / sqrt(nk));
+                    }
+                    for (int j = 0; j < dv; j++)
+                        vr[j] = tu_randn(&rs);
+                    q[r] = qr;
+                    k[r] = kr;
+                    v[r] = vr;
+                    beta[r] = 0.05f + 0.9f * (float)((r * 37 + chunk * 11) % 64) / 64.0f;
+                    g[r] = fast ? -0.5f - 3.5f * (float)((r * 13 + chunk * 5) % 32) / 32.0f
+                                : -0.002f - 0.2f * (float)((r * 13 + chunk * 5) % 32) / 32.0f;
+                }
+                eng_delta_chunk_ref(c, q, k, v, beta, g, S0, dk, dv, O0, ws);
+#if defined(__x86_64__) || defined(_M_X64)
+                const unsigned csr = _mm_getcsr();
+#endif
+                eng_delta_chunk_best()(c, q, k, v, beta, g, S1, dk, dv, O1, ws);
+#if defined(__x86_64__) || defined(_M_X64)
+                assert_int_equal(_mm_getcsr(), csr);
+#endif
+                for (int i = 0; i < c * dv; i++)
+                    if (fabsf(O0[i] - O1[i]) > 1e-4f * (fabsf(O0[i]) + 1.0f))
+                        fail_msg("gates %s dk %d dv %d c %d chunk %d: O[%d][%d] %.9g, reference %.9g",
+                                 fast ? "fast" : "slow", dk, dv, c, chunk, i / dv, i % dv, (double)O1[i],
+                                 (double)O0[i]);
+                for (int i = 0; i < dk * dv; i++)
+                    if (fabsf(S0[i] - S1[i]) > 1e-4f * (fabsf(S0[i]) + 1.0f))
+                        fail_msg("gates %s dk %d dv %d c %d chunk %d: S[%d] %.9g, reference %.9g",
+                                 fast ? "fast" : "slow", dk, dv, c, chunk, i, (double)S1[i], (double)S0[i]);
+            }
+            free(S0);
+            free(S1);
+            free(x);
+            free(O0);
+            free(O1);
+            free(ws);
         }
-        free(S0);
-        free(S1);
-        free(x);
-        free(O0);
-        free(O1);
-        free(ws);
-    }
 }
 
 /* The exact matmul's four-row dot: each row's result is eng_dot_f32's bits, at every length
