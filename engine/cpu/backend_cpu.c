@@ -270,15 +270,30 @@ typedef struct norm_task {
     float eps;
 } norm_task;
 
-/* Rows in contiguous slices, each row's sum of squares in index order as ggml's. */
+/* The sum of squares of x[0..n) in double (ggml's precision, where it is one chain of adds), in
+ * eight interleaved partial sums (element i in sum i % 8, the eight added in a fixed tree at the
+ * end): one chain of dependent adds costs ~4 cycles an element, eight chains the compiler turns
+ * into vector adds. A square of a float is exact in a double and each partial sum's order is
+ * fixed, so the result is the same bits whether or not the loop is vectorized, on any machine. */
+static double sum_squares(const float *x, int n) {
+    double s[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            s[j] += (double)x[i + j] * x[i + j];
+    for (; i < n; i++)
+        s[i % 8] += (double)x[i] * x[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* Rows in contiguous slices. */
 static void norm_rows(void *arg, int ith, int nth) {
     const norm_task *a = arg;
     const int r0 = (int)((int64_t)a->n_rows * ith / nth), r1 = (int)((int64_t)a->n_rows * (ith + 1) / nth);
     for (int r = r0; r < r1; r++) {
         const float *xr = a->x + (size_t)r * a->ldx;
         float *yr = a->y + (size_t)r * a->ldy;
-        double ss = 0; /* ggml accumulates the sum of squares in double */
-        for (int i = 0; i < a->n; i++) ss += (double)xr[i] * xr[i];
+        const double ss = sum_squares(xr, a->n);
         const float scale = 1.0f / sqrtf((float)(ss / a->n) + a->eps);
         for (int i = 0; i < a->n; i++) yr[i] = (xr[i] * scale) * a->w[i];
     }
@@ -623,9 +638,7 @@ static void dn_norm(void *arg, int ith, int nth) {
         for (int part = 0; part < 2; part++) {
             for (int h = 0; h < a->n_k; h++) {
                 float *v = o + (size_t)part * a->n_k * a->dk + (size_t)h * a->dk;
-                double ss = 0;
-                for (int i = 0; i < a->dk; i++) ss += (double)v[i] * v[i];
-                float n = sqrtf((float)ss);
+                float n = sqrtf((float)sum_squares(v, a->dk));
                 const float inv = 1.0f / (n > a->eps ? n : a->eps);
                 const float s = part == 0 ? inv * qscale : inv;
                 for (int i = 0; i < a->dk; i++) v[i] *= s;
@@ -665,9 +678,7 @@ static inline void dn_token(const eng_deltanet_args *a, int t, int h, const floa
 /* Gated RMSNorm of one head's output o into out: RMSNorm(o; ssm_norm) * silu(z); tmp: dv floats. */
 static void dn_gated_norm(const eng_deltanet_args *a, eng_silu_fn silu, int t, int h, const float *o, float *tmp) {
     const int dv = a->dv;
-    double ss = 0;
-    for (int j = 0; j < dv; j++) ss += (double)o[j] * o[j];
-    const float scale = 1.0f / sqrtf((float)(ss / dv) + a->eps);
+    const float scale = 1.0f / sqrtf((float)(sum_squares(o, dv) / dv) + a->eps);
     const float *z = a->z + (size_t)t * a->n_v * dv + (size_t)h * dv;
     float *out = a->out + (size_t)t * a->n_v * dv + (size_t)h * dv;
     silu(z, tmp, dv);
